@@ -1,0 +1,240 @@
+"""history.jsonl: a streaming, crash-safe writer and a strict, explanatory reader.
+
+Writer: one JSON object per line, flushed as it is written, fsynced at least every
+second and at close, so a crash of ktrial loses at most the line being written.
+
+Reader: every malformed line is reported as ``file:line: reason`` (a
+:class:`HistoryError`), never as a traceback; a torn last line — what a crash
+mid-write leaves — is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from .model import (
+    DATA_FS,
+    NEMESIS,
+    OP_TYPES,
+    FormatError,
+    Op,
+    norm_key,
+    parse_mops,
+)
+
+KNOWN_FIELDS = frozenset({"index", "time", "process", "type", "f", "value", "error"})
+
+
+class HistoryError(Exception):
+    """Malformed history input, located by file and line."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{self.path}:{line}: {reason}")
+
+
+class TornLineWarning(UserWarning):
+    """The last line of a history was cut short (ktrial or the host crashed mid-write)."""
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def op_from_json(obj: Any, fallback_index: int) -> Op:
+    """Validate one decoded line and build an Op; raise FormatError with the reason."""
+    if not isinstance(obj, dict):
+        raise FormatError(f"an op must be a JSON object, got {type(obj).__name__}")
+    typ = obj.get("type")
+    if isinstance(typ, str) and typ.startswith(":"):
+        typ = typ[1:]
+    if typ not in OP_TYPES:
+        raise FormatError(f"unknown op type {typ!r} (expected one of {', '.join(OP_TYPES)})")
+    f = obj.get("f")
+    if isinstance(f, str) and f.startswith(":"):
+        f = f[1:]
+    if not isinstance(f, str) or not f:
+        raise FormatError(f"op has no function: field \"f\" is {f!r}")
+    process = obj.get("process")
+    if isinstance(process, str) and process.startswith(":"):
+        process = process[1:]
+    if process is None or isinstance(process, bool) or not isinstance(process, (int, str)):
+        raise FormatError(f"\"process\" must be an integer or \"nemesis\", got {process!r}")
+    index = obj.get("index", fallback_index)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise FormatError(f"\"index\" must be an integer, got {index!r}")
+    t = obj.get("time", 0)
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise FormatError(f"\"time\" must be an integer (ns since run start), got {t!r}")
+    value = obj.get("value")
+    if process != NEMESIS and f in DATA_FS:
+        value = parse_mops(value)
+    elif f in ("assign", "subscribe") and isinstance(value, list):
+        value = [norm_key(k) for k in value]
+    extra = {k: v for k, v in obj.items() if k not in KNOWN_FIELDS}
+    return Op(index, int(t), process, typ, f, value, obj.get("error"), extra)
+
+
+def iter_history(path: str | os.PathLike[str]) -> Iterator[Op]:
+    """Yield the ops of a history.jsonl file, validating each line.
+
+    Raises HistoryError naming the file and line of the first malformed op.
+    A last line that is not valid JSON and not newline-terminated is torn: it
+    is skipped with a TornLineWarning.
+    """
+    p = Path(path)
+    try:
+        fh = p.open("rb")
+    except OSError as e:
+        raise HistoryError(p, 0, f"cannot open: {e.strerror or e}") from None
+    with fh:
+        n = 0
+        lineno = 0
+        pending: tuple[int, bytes] | None = None
+        for raw in fh:
+            lineno += 1
+            if pending is not None:
+                yield _parse_line(p, *pending, n)
+                n += 1
+                pending = None
+            if not raw.strip():
+                continue
+            pending = (lineno, raw)
+        if pending is not None:
+            ln, raw = pending
+            try:
+                yield _parse_line(p, ln, raw, n)
+            except HistoryError as e:
+                if raw.endswith(b"\n") or not _is_torn(raw):
+                    raise
+                warnings.warn(
+                    f"{p}:{ln}: last line is torn (cut short mid-write), skipped: {e.reason}",
+                    TornLineWarning,
+                    stacklevel=2,
+                )
+
+
+def _is_torn(raw: bytes) -> bool:
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return True
+    return False
+
+
+def _parse_line(path: Path, lineno: int, raw: bytes, n: int) -> Op:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        if b"\x00" in raw or not _is_text(raw):
+            raise HistoryError(path, lineno, "not JSON text (binary data); is this a "
+                               "history.jsonl file?") from None
+        raise HistoryError(path, lineno, f"invalid JSON: {e}") from None
+    try:
+        return op_from_json(obj, n)
+    except FormatError as e:
+        raise HistoryError(path, lineno, str(e)) from None
+
+
+def _is_text(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def read_history(path: str | os.PathLike[str]) -> list[Op]:
+    return list(iter_history(path))
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+class HistoryWriter:
+    """Append ops to history.jsonl: flush per line, fsync at least every second and at close.
+
+    Thread-safe: workers and the nemesis share one writer; the writer assigns
+    `index` in file order, so indices always match line order.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fsync_interval: float = 1.0) -> None:
+        self.path = Path(path)
+        self._fh: IO[bytes] = self.path.open("ab")
+        self._lock = threading.Lock()
+        self._next_index = 0
+        self._fsync_interval = fsync_interval
+        self._last_sync = time.monotonic()
+        self._closed = False
+        self._dirty = False
+        self._stop = threading.Event()
+        self._syncer = threading.Thread(target=self._sync_loop, name="history-fsync", daemon=True)
+        self._syncer.start()
+
+    def _sync_loop(self) -> None:
+        # Guarantees the "fsync at least every second" promise even when ops are sparse.
+        while not self._stop.wait(self._fsync_interval):
+            with self._lock:
+                if self._closed:
+                    return
+                if self._dirty:
+                    os.fsync(self._fh.fileno())
+                    self._dirty = False
+                    self._last_sync = time.monotonic()
+
+    def append(self, op: Op) -> Op:
+        """Write `op` (its index is set here) and return it."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"history writer for {self.path} is closed")
+            op.index = self._next_index
+            self._next_index += 1
+            self._fh.write(orjson.dumps(op.to_json()) + b"\n")
+            self._fh.flush()
+            self._dirty = True
+        return op
+
+    def write_dict(self, d: dict[str, Any]) -> None:
+        """Write a ready-made op object (index is overwritten)."""
+        with self._lock:
+            d = {**d, "index": self._next_index}
+            self._next_index += 1
+            self._fh.write(orjson.dumps(d) + b"\n")
+            self._fh.flush()
+            self._dirty = True
+
+    @property
+    def count(self) -> int:
+        return self._next_index
+
+    def sync(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            if self._closed:
+                return
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            self._closed = True
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

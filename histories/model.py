@@ -1,0 +1,171 @@
+"""The op model of a ktrial history (DESIGN.md section 2).
+
+An op is one line of `history.jsonl`. Data ops (`send`, `poll`, `txn`) carry a
+list of micro-ops as their value; this module turns the loose JSON shapes into
+a small set of tuples that every analysis can rely on:
+
+* ``Send(key, value, offset)`` — ``["send", k, v]`` (invoke, or a completion
+  whose offset is unknown) or ``["send", k, [offset, v]]`` (completion);
+  ``offset`` is ``None`` when unknown.
+* ``Poll(records)`` — ``["poll"]`` (invoke: ``records`` is ``None``) or
+  ``["poll", {k: [[offset, v], ...]}]`` (completion); keys become strings.
+
+Nothing here does I/O; the JSONL reader and writer live in :mod:`.jsonl`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+OP_TYPES = ("invoke", "ok", "fail", "info")
+DATA_FS = ("send", "poll", "txn")
+NEMESIS = "nemesis"
+
+Key = str
+Value = int | str
+Offset = int | None
+
+
+class Send(NamedTuple):
+    key: Key
+    value: Value
+    offset: Offset
+
+
+class Poll(NamedTuple):
+    # key -> [(offset, value), ...] in the order the client returned them;
+    # None for the invoke form ["poll"].
+    records: dict[Key, list[tuple[Offset, Value]]] | None
+
+
+Mop = Send | Poll
+
+
+class FormatError(ValueError):
+    """A value that does not have the shape DESIGN.md section 2 requires."""
+
+
+@dataclass(slots=True)
+class Op:
+    """One history op. `value` of data ops is a list of :data:`Mop`."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    value: Any = None
+    error: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_client(self) -> bool:
+        return self.process != NEMESIS
+
+    @property
+    def is_data(self) -> bool:
+        return self.f in DATA_FS and self.process != NEMESIS
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object written to history.jsonl for this op."""
+        d: dict[str, Any] = {
+            "index": self.index,
+            "time": self.time,
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "value": encode_value(self.f, self.value) if self.is_data else self.value,
+        }
+        if self.error is not None:
+            d["error"] = self.error
+        if self.extra:
+            d.update(self.extra)
+        return d
+
+
+def norm_key(k: Any) -> Key:
+    """Keys may be written as ints or strings; readers normalise them to strings."""
+    if isinstance(k, bool) or not isinstance(k, (int, str)):
+        raise FormatError(f"key {k!r} must be an integer or a string")
+    return str(k)
+
+
+def _norm_value(v: Any, what: str) -> Value:
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise FormatError(f"{what} {v!r} must be an integer or a string")
+    return v
+
+
+def _norm_offset(o: Any, what: str) -> Offset:
+    if o is None:
+        return None
+    if isinstance(o, bool) or not isinstance(o, int):
+        raise FormatError(f"{what} {o!r} must be an integer or null")
+    # Queen's facade answers -1 for transactional sends: that means "unknown".
+    return None if o < 0 else o
+
+
+def parse_mop(m: Any) -> Mop:
+    """Parse one micro-op from its JSON shape; raise FormatError saying what is wrong."""
+    if not isinstance(m, list) or not m:
+        raise FormatError(f"micro-op {m!r} must be a non-empty list like [\"send\", k, v]")
+    f = m[0]
+    if isinstance(f, str) and f.startswith(":"):
+        f = f[1:]
+    if f == "send":
+        if len(m) != 3:
+            raise FormatError(f"send micro-op {m!r} must be [\"send\", key, value] "
+                              "or [\"send\", key, [offset, value]]")
+        key = norm_key(m[1])
+        v = m[2]
+        if isinstance(v, list):
+            if len(v) != 2:
+                raise FormatError(f"send result {v!r} must be [offset, value]")
+            return Send(key, _norm_value(v[1], "sent value"), _norm_offset(v[0], "offset"))
+        return Send(key, _norm_value(v, "sent value"), None)
+    if f == "poll":
+        if len(m) == 1 or (len(m) == 2 and m[1] is None):
+            return Poll(None)
+        if len(m) != 2:
+            raise FormatError(f"poll micro-op {m!r} must be [\"poll\"] or [\"poll\", {{key: [[offset, value], ...]}}]")
+        recs = m[1]
+        if not isinstance(recs, dict):
+            raise FormatError(f"poll result {recs!r} must be a map of key -> [[offset, value], ...]")
+        out: dict[Key, list[tuple[Offset, Value]]] = {}
+        for k, pairs in recs.items():
+            if not isinstance(pairs, list):
+                raise FormatError(f"poll records of key {k!r} must be a list of [offset, value]")
+            lst: list[tuple[Offset, Value]] = []
+            for p in pairs:
+                if not isinstance(p, list) or len(p) != 2:
+                    raise FormatError(f"poll record {p!r} of key {k!r} must be [offset, value]")
+                lst.append((_norm_offset(p[0], "polled offset"), _norm_value(p[1], "polled value")))
+            out.setdefault(norm_key(k), []).extend(lst)
+        return Poll(out)
+    raise FormatError(f"micro-op {m!r}: unknown function {m[0]!r} (expected \"send\" or \"poll\")")
+
+
+def parse_mops(value: Any) -> list[Mop]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FormatError(f"value {value!r} of a data op must be a list of micro-ops")
+    return [parse_mop(m) for m in value]
+
+
+def encode_mop(m: Mop) -> list[Any]:
+    if isinstance(m, Send):
+        if m.offset is None:
+            return ["send", m.key, m.value]
+        return ["send", m.key, [m.offset, m.value]]
+    if m.records is None:
+        return ["poll"]
+    return ["poll", {k: [[o, v] for o, v in recs] for k, recs in m.records.items()}]
+
+
+def encode_value(f: str, value: Any) -> Any:
+    """Data op values may be given as Mop tuples or already in JSON shape."""
+    if not isinstance(value, list):
+        return value
+    return [encode_mop(m) if isinstance(m, (Send, Poll)) else m for m in value]

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Set up everything ktrial needs on a fresh Debian machine (run as root for the
+# Debian packages; the rest works as any user):
+#   - Debian packages: iproute2/iptables (namespaces, partitions), stress-ng (memory
+#     balloon), a JDK and Maven (Kafka brokers from Maven Central), procps
+#   - the Python environment in .venv with ktrial installed editable
+#   - the Kafka jars from Maven Central into ~/.cache/ktrial/kafka/<version>/lib
+#   - the Toxiproxy server from the Go module proxy into ~/.cache/ktrial/bin
+# Idempotent: every step is skipped when its result is already present.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# 1. Debian packages
+need_pkgs=()
+command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v stress-ng >/dev/null || need_pkgs+=(stress-ng)
+command -v java >/dev/null || need_pkgs+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need_pkgs+=(maven)
+command -v pgrep >/dev/null || need_pkgs+=(procps)
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need_pkgs+=(golang-go)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_pkgs[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+
+# 2. Python environment
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python -c 'import ktrial, confluent_kafka, hypothesis' 2>/dev/null; then
+  log "installing ktrial and its dependencies into .venv"
+  .venv/bin/pip install -q -U pip
+  .venv/bin/pip install -q -e '.[dev]'
+fi
+
+# 3. Kafka jars (Maven Central)
+log "Kafka jars"
+.venv/bin/ktrial cluster install
+
+# 4. Toxiproxy server (Go module proxy)
+toxi="${KTRIAL_CACHE:-$HOME/.cache/ktrial}/bin/toxiproxy-server"
+if [ ! -x "$toxi" ]; then
+  log "building Toxiproxy from the Go module proxy"
+  export PATH="$PATH:/usr/local/go/bin"
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
+  mkdir -p "$(dirname "$toxi")"
+  mv "$tmp/server" "$toxi"
+  rm -rf "$tmp"
+fi
+log "ready"
