@@ -5,6 +5,7 @@ This package imports nothing else of ktrial.
 
 from .jsonl import HistoryError, HistoryWriter, TornLineWarning, iter_history, read_history
 from .model import DATA_FS, NEMESIS, OP_TYPES, FormatError, Mop, Op, Poll, Send, norm_key
+from .recorder import Recorder
 
 __all__ = [
     "DATA_FS",
@@ -16,6 +17,7 @@ __all__ = [
     "Mop",
     "Op",
     "Poll",
+    "Recorder",
     "Send",
     "TornLineWarning",
     "iter_history",
