@@ -2,7 +2,8 @@
 # Set up everything ktrial needs on a fresh Debian machine (run as root for the
 # Debian packages; the rest works as any user):
 #   - Debian packages: iproute2/iptables (namespaces, partitions), stress-ng (memory
-#     balloon), a JDK and Maven (Kafka brokers from Maven Central), procps
+#     balloon), a JDK and Maven (Kafka brokers from Maven Central), procps, chromium
+#     (headless check of the HTML report)
 #   - the Python environment in .venv with ktrial installed editable
 #   - the Kafka jars from Maven Central into ~/.cache/ktrial/kafka/<version>/lib
 #   - the Toxiproxy server from the Go module proxy into ~/.cache/ktrial/bin
@@ -20,6 +21,7 @@ command -v stress-ng >/dev/null || need_pkgs+=(stress-ng)
 command -v java >/dev/null || need_pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_pkgs+=(maven)
 command -v pgrep >/dev/null || need_pkgs+=(procps)
+command -v chromium >/dev/null || need_pkgs+=(chromium)  # report screenshot test
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need_pkgs+=(golang-go)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
