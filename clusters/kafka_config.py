@@ -1,0 +1,209 @@
+"""Broker configuration: profiles, server.properties and log4j2 config, as pure functions.
+
+Every node runs in KRaft combined mode (broker + controller) with a static quorum
+(`controller.quorum.voters`) and three listeners: CLIENT (what producers and
+consumers use; its advertised address may be a Toxiproxy in front of the broker),
+REPLICATION (inter-broker fetches) and CONTROLLER (Raft). Separate listeners let the
+nemesis cut or slow one kind of traffic without the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+CLIENT = "CLIENT"
+REPLICATION = "REPLICATION"
+CONTROLLER = "CONTROLLER"
+
+
+@dataclass(frozen=True)
+class Ports:
+    client: int
+    replication: int
+    controller: int
+
+
+@dataclass(frozen=True)
+class NodeAddr:
+    """What the config of one node needs to know about itself and its peers."""
+
+    node_id: int
+    host: str  # the address the node binds to (netns address or 127.0.0.1)
+    ports: Ports
+
+
+def _fast_and_small(nodes: int) -> dict[str, str]:
+    """Settings for small test clusters: start fast, use little memory, no waiting."""
+    rf = str(min(3, nodes))
+    return {
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.num.partitions": "3",
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "default.replication.factor": rf,
+        "num.partitions": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "background.threads": "4",
+        # the cleaner's dedupe buffer is on heap and 128 MiB by default
+        "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+        "log.cleaner.threads": "1",
+        "auto.create.topics.enable": "true",
+    }
+
+
+def profile_settings(profile: str, nodes: int) -> dict[str, str]:
+    """Durability settings of a profile.
+
+    safe: acks=all means at least 2 in-sync copies; never elect an out-of-sync leader.
+    unsafe: acks=all may mean one copy (min ISR 1), followers drop out of the ISR fast
+    (replica.lag.time.max.ms), and an out-of-sync replica may become leader (unclean
+    leader election), so a kill -9 or a partition of the only in-sync replica can lose
+    acknowledged writes. Kafka never fsyncs by default (log.flush.interval.* unset), so
+    kill -9 alone does not lose data from the page cache; what loses it is the
+    leadership moving to a replica that never had it.
+    """
+    min_isr = str(min(2, nodes))
+    if profile == "safe":
+        return {
+            "min.insync.replicas": min_isr,
+            "unclean.leader.election.enable": "false",
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.min.isr": min_isr,
+        }
+    if profile == "unsafe":
+        return {
+            "min.insync.replicas": "1",
+            "unclean.leader.election.enable": "true",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "replica.lag.time.max.ms": "3000",
+            # flush only by the OS, never on our account (explicit for the record)
+            "log.flush.interval.messages": str(2**63 - 1),
+            "log.flush.interval.ms": str(2**63 - 1),
+        }
+    raise ValueError(f"unknown profile {profile!r}: use 'safe' or 'unsafe'")
+
+
+PROFILES = ("safe", "unsafe")
+
+
+def quorum_voters(nodes: Sequence[NodeAddr]) -> str:
+    return ",".join(f"{n.node_id}@{n.host}:{n.ports.controller}" for n in nodes)
+
+
+def server_properties(
+    me: NodeAddr,
+    peers: Sequence[NodeAddr],
+    data_dir: str,
+    profile: str,
+    client_advertised: tuple[str, int] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The full server.properties of one combined broker+controller node.
+
+    `peers` lists every node including `me`; `client_advertised` replaces the CLIENT
+    listener's advertised host:port (e.g. a Toxiproxy listening for this broker).
+    """
+    adv_host, adv_port = client_advertised or (me.host, me.ports.client)
+    props: dict[str, str] = {
+        "process.roles": "broker,controller",
+        "node.id": str(me.node_id),
+        "controller.quorum.voters": quorum_voters(peers),
+        "listeners": (
+            f"{CLIENT}://{me.host}:{me.ports.client},"
+            f"{REPLICATION}://{me.host}:{me.ports.replication},"
+            f"{CONTROLLER}://{me.host}:{me.ports.controller}"
+        ),
+        "advertised.listeners": (
+            f"{CLIENT}://{adv_host}:{adv_port},{REPLICATION}://{me.host}:{me.ports.replication}"
+        ),
+        "listener.security.protocol.map": (
+            f"{CLIENT}:PLAINTEXT,{REPLICATION}:PLAINTEXT,{CONTROLLER}:PLAINTEXT"
+        ),
+        "inter.broker.listener.name": REPLICATION,
+        "controller.listener.names": CONTROLLER,
+        "log.dirs": data_dir,
+    }
+    props.update(_fast_and_small(len(peers)))
+    props.update(profile_settings(profile, len(peers)))
+    props.update(overrides or {})
+    return props
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    """Java .properties text (values here never need escaping beyond backslashes)."""
+    lines = ["# written by ktrial; regenerated on every start"]
+    lines += [f"{k}={v.replace(chr(92), chr(92) * 2)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """`key=value` strings (from --broker-config) into a dict; errors name the bad item."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--broker-config expects key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):  # Kafka avoids ids a CLI would take for an option
+            return cid
+
+
+def log4j2_xml(log_file: str) -> str:
+    """log4j2 config: everything of this node into its own rolling file."""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- written by ktrial -->
+<Configuration status="warn" shutdownHook="disable">
+  <Appenders>
+    <RollingFile name="file" fileName="{log_file}" filePattern="{log_file}.%i">
+      <PatternLayout pattern="[%d{{ISO8601}}] %p %m (%c)%n"/>
+      <Policies><SizeBasedTriggeringPolicy size="64 MB"/></Policies>
+      <DefaultRolloverStrategy max="4"/>
+    </RollingFile>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="file"/></Root>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="kafka.network.RequestChannel$" level="WARN"/>
+    <Logger name="state.change.logger" level="INFO"/>
+    <Logger name="org.apache.kafka.clients.NetworkClient" level="WARN"/>
+    <Logger name="org.apache.kafka.common.utils.AppInfoParser" level="WARN"/>
+  </Loggers>
+</Configuration>
+"""
+
+
+def jvm_args(
+    heap_mb: int, log_dir: str, log4j_config: str, run_id: str, node_name: str
+) -> list[str]:
+    """JVM options. `-Dktrial.run` / `-Dktrial.node` mark the process for `cluster clean`."""
+    return [
+        f"-Xms{heap_mb}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent",
+        "-XX:-UsePerfData",
+        "-XX:+ExitOnOutOfMemoryError",
+        f"-Xlog:gc*:file={log_dir}/gc.log:time,uptime:filecount=2,filesize=10M",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j_config}",
+        f"-Dkafka.logs.dir={log_dir}",
+        f"-Dktrial.run={run_id}",
+        f"-Dktrial.node={node_name}",
+    ]

@@ -1,0 +1,798 @@
+"""The `local` backend: N real Kafka brokers (KRaft combined mode) on this machine.
+
+Each node gets its own network namespace on a bridge the cluster creates and its own
+memory cgroup beneath ours, so the nemesis can partition (iptables inside a
+namespace), kill, pause and squeeze one node at a time. Without root, or with
+`netns=False`, the brokers share 127.0.0.1 on distinct ports and namespace-based
+faults raise `Unsupported`.
+
+Cleanup is structural: one ExitStack owned by the cluster gets the undo of every
+resource the moment the resource exists (state file, work dir, bridge, iptables rule,
+namespaces, cgroups, processes), so teardown, an exception and Ctrl-C all unwind the
+same way. What a SIGKILLed owner leaves behind, `ktrial cluster clean` finds by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from . import cgroups, netns
+from . import state as statemod
+from .base import Unsupported
+from .install import DEFAULT_KAFKA_VERSION, KafkaInstall, require_java, resolve
+from .kafka_config import (
+    PROFILES,
+    NodeAddr,
+    Ports,
+    jvm_args,
+    log4j2_xml,
+    new_cluster_id,
+    render_properties,
+    server_properties,
+)
+
+log = logging.getLogger(__name__)
+
+READY_TOPIC = "ktrial-ready"
+NETNS_PORTS = Ports(client=9092, replication=9093, controller=9094)
+ClientAdvertise = Callable[["LocalNode"], "tuple[str, int] | None"]
+
+
+class ClusterNotReady(RuntimeError):
+    """The cluster did not become ready; the message names the nodes and shows their logs."""
+
+
+class NodeStateError(RuntimeError):
+    """A node operation that makes no sense in the node's current state."""
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            text = fh.read().decode(errors="replace")
+    except OSError as e:
+        return f"(no log: {e})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """A base port such that base..base+count-1 are all free on `host` right now."""
+    import random
+
+    for _ in range(200):
+        base = random.randrange(20000, 40000 - count)
+        socks = []
+        try:
+            for p in range(base, base + count):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                socks.append(s)
+                s.bind((host, p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no block of {count} free ports on {host}")
+
+
+class LocalNode:
+    """One broker+controller JVM. Implements clusters.base.Node."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        index: int,
+        host: str,
+        ports: Ports,
+        netns_name: str | None,
+        work_dir: Path,
+    ) -> None:
+        self.cluster = cluster
+        self.index = index
+        self.name = f"n{index}"
+        self.node_id = index
+        self.host = host
+        self.ports = ports
+        self.netns = netns_name
+        self.work_dir = work_dir
+        self.data_dir = work_dir / "data"
+        self.logs_dir = work_dir / "logs"
+        self.config_path = work_dir / "server.properties"
+        self.log4j_path = work_dir / "log4j2.xml"
+        self.cgroup_dir: Path | None = None
+        self._advertise: tuple[str, int] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._paused = False
+
+    def __repr__(self) -> str:
+        return f"<LocalNode {self.name} {self.host} pid={self.pid}>"
+
+    # ------------------------------------------------------------ addresses
+
+    @property
+    def address(self) -> str:
+        return self.host
+
+    @property
+    def direct_client(self) -> str:
+        """host:port of the broker's own CLIENT listener (the upstream of a proxy)."""
+        return f"{self.host}:{self.ports.client}"
+
+    def advertised_client(self) -> tuple[str, int]:
+        if self._advertise:
+            return self._advertise
+        if self.cluster.client_advertise:
+            adv = self.cluster.client_advertise(self)
+            if adv:
+                return adv
+        return (self.host, self.ports.client)
+
+    @property
+    def client_bootstrap(self) -> str:
+        h, p = self.advertised_client()
+        return f"{h}:{p}"
+
+    def set_client_advertise(self, host_port: tuple[str, int] | None) -> None:
+        """Advertise another host:port for CLIENT (e.g. a Toxiproxy); applies at next start."""
+        self._advertise = host_port
+
+    # ------------------------------------------------------------ introspection
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.is_running() and self._proc else None
+
+    @property
+    def cgroup(self) -> str | None:
+        return str(self.cgroup_dir) if self.cgroup_dir else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / "server.log"
+
+    @property
+    def log_paths(self) -> Sequence[Path]:
+        return [self.log_path, self.logs_dir / "stdout.log", self.logs_dir / "gc.log"]
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused and self.is_running()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._proc else None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def write_config(self) -> None:
+        props = server_properties(
+            me=self.nodeaddr(),
+            peers=[n.nodeaddr() for n in self.cluster.nodes],
+            data_dir=str(self.data_dir),
+            profile=self.cluster.profile,
+            client_advertised=self.advertised_client(),
+            overrides=self.cluster.broker_config,
+        )
+        self.config_path.write_text(render_properties(props))
+        self.log4j_path.write_text(log4j2_xml(str(self.log_path)))
+
+    def nodeaddr(self) -> NodeAddr:
+        return NodeAddr(self.node_id, self.host, self.ports)
+
+    def wrap(self, cmd: Sequence[str], join_cgroup: bool = True) -> list[str]:
+        """`cmd` placed in this node's namespace and (optionally) its cgroup."""
+        out = netns.in_netns(self.netns, cmd) if self.netns else list(cmd)
+        if join_cgroup and self.cgroup_dir:
+            procs = str(self.cgroup_dir / "cgroup.procs")
+            out = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', procs, *out]
+        return out
+
+    def start(self) -> None:
+        if self.is_running():
+            raise NodeStateError(f"{self.name} is already running (pid {self.pid})")
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.write_config()
+        kafka = self.cluster.kafka
+        cmd = [
+            self.cluster.java,
+            *jvm_args(
+                self.cluster.heap_mb,
+                str(self.logs_dir),
+                str(self.log4j_path),
+                self.cluster.run_id,
+                self.name,
+            ),
+            "-cp",
+            kafka.classpath,
+            "kafka.Kafka",
+            str(self.config_path),
+        ]
+        out = open(self.logs_dir / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            out.write(f"\n=== ktrial: starting {self.name} at {time.ctime()} ===\n".encode())
+            out.flush()
+            self._proc = subprocess.Popen(
+                self.wrap(cmd),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.work_dir,
+                env={**os.environ, **self.cluster.marker_env},
+                start_new_session=True,  # no Ctrl-C from our terminal; survives our exit
+            )
+        finally:
+            out.close()
+        self._paused = False
+        log.info("started %s pid %s", self.name, self._proc.pid)
+        self.cluster.save_state()
+
+    def _signal(self, sig: int) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            raise NodeStateError(f"{self.name} is not running")
+        os.kill(self._proc.pid, sig)
+
+    def wait_exit(self, timeout: float) -> bool:
+        if self._proc is None:
+            return True
+        try:
+            self._proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if not self.is_running():
+            return
+        if self._paused:
+            self.resume()
+        self._signal(signal.SIGTERM)
+        if not self.wait_exit(timeout):
+            log.warning("%s ignored SIGTERM for %.0fs; SIGKILL", self.name, timeout)
+            self.kill()
+        self.cluster.save_state()
+
+    def kill(self) -> None:
+        if not self.is_running():
+            return
+        self._signal(signal.SIGKILL)
+        self.wait_exit(30)
+        self._paused = False
+        self.cluster.save_state()
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self._paused = False
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
+        """Run `cmd` in the node's network namespace (not its cgroup); return stdout."""
+        if not self.netns:
+            raise Unsupported(
+                f"{self.name} has no network namespace (cluster started without netns, "
+                "e.g. not root or --no-netns): exec and partitions are unavailable"
+            )
+        proc = subprocess.run(
+            self.wrap(cmd, join_cgroup=False), capture_output=True, text=True, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(
+                proc.returncode, list(cmd), proc.stdout, proc.stderr
+            )
+        return proc.stdout
+
+    def popen_in_cgroup(self, cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """Start `cmd` inside this node's namespace AND memory cgroup (e.g. a stress-ng balloon).
+
+        The process carries the run marker, so teardown/clean kill it with the node.
+        """
+        env = {**os.environ, **self.cluster.marker_env, **kwargs.pop("env", {})}
+        return subprocess.Popen(self.wrap(cmd), env=env, start_new_session=True, **kwargs)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "node_id": self.node_id,
+            "address": self.host,
+            "ports": [self.ports.client, self.ports.replication, self.ports.controller],
+            "client_bootstrap": self.client_bootstrap,
+            "netns": self.netns,
+            "cgroup": self.cgroup,
+            "pid": self.pid,
+            "work_dir": str(self.work_dir),
+            "log": str(self.log_path),
+        }
+
+
+class LocalCluster:
+    """N Kafka nodes on this machine. Implements clusters.base.Cluster.
+
+    Use as a context manager (`with LocalCluster() as c:`), or call `start()` and
+    `teardown()` yourself. `start(wait=False)` returns once the brokers are launched,
+    e.g. to put Toxiproxies in front of them before `wait_ready()`.
+    """
+
+    kind = "local"
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        profile: str = "safe",
+        kafka_version: str | None = None,
+        broker_config: Mapping[str, str] | None = None,
+        heap_mb: int = 512,
+        use_netns: bool | None = None,
+        use_cgroups: bool | None = None,
+        client_advertise: ClientAdvertise | None = None,
+        work_root: Path | str | None = None,
+        run_id: str | None = None,
+        ready_timeout: float = 180.0,
+        auto_install: bool = True,
+        keep_work_dir: bool = False,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+        root = netns.is_root()
+        if use_netns and not root:
+            raise Unsupported("network namespaces need root; run as root or pass use_netns=False")
+        self.size = nodes
+        self.profile = profile
+        self.kafka_version = kafka_version
+        self.broker_config = dict(broker_config or {})
+        self.heap_mb = heap_mb
+        self.use_netns = root if use_netns is None else use_netns
+        self.use_cgroups = root if use_cgroups is None else use_cgroups
+        self.client_advertise = client_advertise
+        self.work_root = Path(work_root) if work_root else None
+        self.run_id = run_id or statemod.new_run_id()
+        self.ready_timeout = ready_timeout
+        self.auto_install = auto_install
+        self.keep_work_dir = keep_work_dir
+        self.state_file = statemod.for_run(self.run_id)
+        self.owner_kind = "library"
+        self._nodes: list[LocalNode] = []
+        self._stack = contextlib.ExitStack()
+        self._started = False
+        self.kafka: KafkaInstall
+        self.java = ""
+        self.work_dir: Path | None = None
+        self.subnet: str | None = None
+        self.bridge: str | None = None
+        self.cluster_id = new_cluster_id()
+
+    # ------------------------------------------------------------ Cluster protocol
+
+    @property
+    def nodes(self) -> Sequence[LocalNode]:
+        return tuple(self._nodes)
+
+    def node(self, name: str) -> LocalNode:
+        for n in self._nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r}; nodes are {', '.join(n.name for n in self._nodes)}")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.client_bootstrap for n in self._nodes)
+
+    @property
+    def direct_bootstrap_servers(self) -> str:
+        """The brokers' own CLIENT listeners, bypassing any proxy."""
+        return ",".join(n.direct_client for n in self._nodes)
+
+    @property
+    def marker_env(self) -> dict[str, str]:
+        """Put this in the environment of every process you start for this cluster
+        (Toxiproxy, stress-ng, ...): `cluster clean` kills processes carrying it."""
+        return {"KTRIAL_RUN": self.run_id}
+
+    def unavailable_faults(self) -> list[str]:
+        out = []
+        if not self.use_netns:
+            out += ["partition (no network namespaces)", "node.exec"]
+        if not self.use_cgroups or not any(n.cgroup for n in self._nodes):
+            out += ["memory pressure (no cgroups)"]
+        return out
+
+    def metadata(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "run_id": self.run_id,
+            "broker": "apache-kafka",
+            "broker_versions": [self.kafka.version] if self._started else [],
+            "kafka_source": self.kafka.source if self._started else None,
+            "nodes": self.size,
+            "profile": self.profile,
+            "broker_config": dict(self.broker_config),
+            "heap_mb": self.heap_mb,
+            "netns": self.use_netns,
+            "subnet": self.subnet,
+            "addresses": {n.name: n.address for n in self._nodes},
+            "bootstrap_servers": self.bootstrap_servers,
+            "unavailable_faults": self.unavailable_faults(),
+        }
+
+    # ------------------------------------------------------------ context manager
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.teardown()
+
+    def teardown(self) -> None:
+        """Undo everything, newest first. Safe to call twice."""
+        self._stack.close()
+
+    # ------------------------------------------------------------ start
+
+    def start(self, wait: bool = True) -> None:
+        if self._started:
+            raise RuntimeError(f"cluster {self.run_id} was already started")
+        self._started = True
+        try:
+            self._start(wait)
+        except BaseException:
+            log.info("start of %s failed; tearing down", self.run_id)
+            self.teardown()
+            raise
+
+    def _start(self, wait: bool) -> None:
+        stack = self._stack
+        self.java = require_java()
+        self.kafka = resolve(self.kafka_version, auto_install=self.auto_install, log=log.info)
+        # 1. the record first, so `clean` can find whatever follows
+        self.state_file.write(self._state_dict("starting"))
+        stack.callback(self.state_file.remove)
+        # 2. work dir for configs, data and logs
+        root = self.work_root
+        if root:
+            root.mkdir(parents=True, exist_ok=True)
+        self.work_dir = Path(tempfile.mkdtemp(prefix=f"ktrial-{self.run_id}-", dir=root))
+        if not self.keep_work_dir:
+            stack.callback(shutil.rmtree, self.work_dir, True)
+        self.save_state("starting")
+        # 3. network
+        if self.use_netns:
+            self._make_network()
+        else:
+            base = _free_port_block(3 * self.size)
+            for i in range(1, self.size + 1):
+                p = base + 3 * (i - 1)
+                self._add_node(i, "127.0.0.1", Ports(p, p + 1, p + 2), None)
+        self.save_state("starting")
+        # 4. cgroups
+        if self.use_cgroups:
+            self._make_cgroups()
+        # 5. storage, then processes
+        self._format_storage()
+        stack.callback(self._kill_all)
+        for n in self._nodes:
+            n.start()
+        self.save_state("started")
+        if wait:
+            self.wait_ready(self.ready_timeout)
+
+    def _add_node(self, i: int, host: str, ports: Ports, ns: str | None) -> LocalNode:
+        assert self.work_dir is not None
+        wd = self.work_dir / f"n{i}"
+        wd.mkdir()
+        node = LocalNode(self, i, host, ports, ns, wd)
+        self._nodes.append(node)
+        return node
+
+    def _make_network(self) -> None:
+        stack = self._stack
+        reserved = [
+            s["subnet"]
+            for rid, s in statemod.all_states()
+            if rid != self.run_id and s.get("subnet") and statemod.state_is_live(s)
+        ]
+        with netns.subnet_lock():
+            sub = netns.pick_subnet(netns.used_networks(), reserved)
+            self.subnet = str(sub)
+            self.save_state("starting")
+            br = netns.bridge_name(self.run_id)
+            stack.callback(netns.delete_link, br)
+            netns.create_bridge(self.run_id, sub)
+            self.bridge = br
+        rule = netns.forward_rule(self.run_id)
+        stack.callback(netns.delete_rule, rule)
+        netns.add_rule(rule)
+        for i in range(1, self.size + 1):
+            name = f"n{i}"
+            ns_name = netns.netns_name(self.run_id, name)
+            stack.callback(netns.delete_link, netns.veth_name(self.run_id, i))
+            stack.callback(_delete_netns_and_procs, ns_name)
+            netns.create_netns(self.run_id, name, i, sub)
+            self._add_node(i, netns.node_address(sub, i), NETNS_PORTS, ns_name)
+
+    def _make_cgroups(self) -> None:
+        h = cgroups.memory_hierarchy()
+        if h is None:
+            log.warning("no memory cgroup hierarchy found: memory faults unavailable")
+            return
+        for n in self._nodes:
+            d = h.own / cgroups.cgroup_name(self.run_id, n.name)
+            self._stack.callback(_remove_cgroup_and_procs, d)
+            n.cgroup_dir = cgroups.create(h, self.run_id, n.name)
+        self.save_state("starting")
+
+    def _format_storage(self) -> None:
+        def fmt(n: LocalNode) -> None:
+            n.logs_dir.mkdir(parents=True, exist_ok=True)
+            n.write_config()
+            cmd = [
+                self.java,
+                "-Xmx256m",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:-UsePerfData",
+                f"-Dlog4j2.configurationFile={n.log4j_path}",
+                "-cp",
+                self.kafka.classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(n.config_path),
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0:
+                raise ClusterNotReady(
+                    f"formatting storage of {n.name} failed (exit {proc.returncode}), "
+                    f"config {n.config_path}:\n{proc.stdout}{proc.stderr}\n{tail(n.log_path)}"
+                )
+
+        with ThreadPoolExecutor(max_workers=len(self._nodes)) as ex:
+            list(ex.map(fmt, self._nodes))
+
+    def _kill_all(self) -> None:
+        for n in self._nodes:
+            if n.is_running():
+                with contextlib.suppress(ProcessLookupError, NodeStateError):
+                    n._signal(signal.SIGKILL)
+        for n in self._nodes:
+            n.wait_exit(30)
+            n._paused = False
+
+    # ------------------------------------------------------------ state
+
+    def _state_dict(self, status: str) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "status": status,
+            **statemod.owner_fields(),
+            "owner_kind": self.owner_kind,
+            "created": time.time(),
+            "netns": self.use_netns,
+            "subnet": self.subnet,
+            "bridge": self.bridge,
+            "forward_rule": netns.forward_rule(self.run_id) if self.use_netns else None,
+            "work_dir": str(self.work_dir) if self.work_dir else None,
+            "kafka_version": getattr(getattr(self, "kafka", None), "version", None),
+            "profile": self.profile,
+            "bootstrap_servers": self.bootstrap_servers if self._nodes else None,
+            "nodes": [n.state() for n in self._nodes],
+        }
+
+    def save_state(self, status: str | None = None) -> None:
+        old = self.state_file.read()
+        if not old and status is None:
+            return  # torn down (or never started): do not resurrect the record
+        data = self._state_dict(status or old.get("status", "started"))
+        data["created"] = old.get("created", data["created"])
+        for k in ("owner_pid", "owner_start", "owner_kind"):
+            if k in old:
+                data[k] = old[k]
+        self.state_file.write(data)
+
+    # ------------------------------------------------------------ readiness
+
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "socket.timeout.ms": 5000,
+                "logger": logging.getLogger("ktrial.clusters.admin"),
+            }
+        )
+
+    def _not_running(self) -> list[LocalNode]:
+        return [n for n in self._nodes if not n.is_running()]
+
+    def _failure(self, what: str, nodes: Sequence[LocalNode]) -> ClusterNotReady:
+        parts = [f"cluster {self.run_id}: {what}"]
+        for n in nodes:
+            rc = n.returncode
+            state = "running" if n.is_running() else f"exited with code {rc}"
+            parts.append(f"--- {n.name} ({n.host}, {state}), last lines of {n.log_path}:")
+            parts.append(tail(n.log_path))
+            if not n.is_running():
+                parts.append(f"--- {n.logs_dir / 'stdout.log'}:")
+                parts.append(tail(n.logs_dir / "stdout.log", 15))
+        return ClusterNotReady("\n".join(parts))
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """All brokers registered and a RF-3 test topic fully in sync, through the admin API."""
+        deadline = time.monotonic() + timeout
+        admin = self._admin()
+        rf = min(3, self.size)
+        pending = list(self._nodes)
+        why = "no answer from the admin API"
+        created = False
+        while time.monotonic() < deadline:
+            dead = self._not_running()
+            if dead:
+                raise self._failure(
+                    f"{', '.join(n.name for n in dead)} not running while waiting for readiness",
+                    dead,
+                )
+            try:
+                md = admin.list_topics(timeout=5)
+                registered = set(md.brokers)
+                pending = [n for n in self._nodes if n.node_id not in registered]
+                if pending:
+                    why = f"brokers not registered: {', '.join(n.name for n in pending)}"
+                elif READY_TOPIC not in md.topics and not created:
+                    self._create(admin, {READY_TOPIC: self.size}, rf)
+                    created = True
+                    why = f"{READY_TOPIC} just created"
+                else:
+                    pending, why = self._out_of_sync(admin, [READY_TOPIC])
+                    if not pending and not why:
+                        self.save_state("ready")
+                        return
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"
+            time.sleep(0.5)
+        raise self._failure(f"not ready after {timeout:.0f}s ({why})", pending or self._nodes)
+
+    def _out_of_sync(self, admin: Any, topics: Sequence[str]) -> tuple[list[LocalNode], str]:
+        """Nodes that should be but are not in some partition's ISR, and a reason text."""
+        md = admin.list_topics(timeout=5)
+        missing: set[int] = set()
+        reasons = []
+        for t in topics:
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None:
+                reasons.append(f"topic {t} not in metadata ({tm.error if tm else 'absent'})")
+                continue
+            for p in tm.partitions.values():
+                if p.leader < 0:
+                    reasons.append(f"{t}/{p.id} has no leader")
+                lag = set(p.replicas) - set(p.isrs)
+                if lag:
+                    missing |= lag
+                    reasons.append(f"{t}/{p.id} replicas {p.replicas} isr {p.isrs}")
+        nodes = [n for n in self._nodes if n.node_id in missing]
+        return nodes, "; ".join(reasons[:5])
+
+    def _create(
+        self,
+        admin: Any,
+        topics: Mapping[str, int],
+        rf: int,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import NewTopic
+
+        new = [
+            NewTopic(t, num_partitions=p, replication_factor=rf, config=dict(config or {}))
+            for t, p in topics.items()
+        ]
+        for t, fut in admin.create_topics(new, operation_timeout=30, request_timeout=30).items():
+            try:
+                fut.result()
+            except Exception as e:
+                err = e.args[0] if e.args else None
+                if getattr(err, "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise RuntimeError(f"creating topic {t} failed: {e}") from e
+
+    def create_topics(
+        self,
+        topics: dict[str, int],
+        replication_factor: int = 3,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Create topics (name -> partitions) and wait until every replica is in sync."""
+        admin = self._admin()
+        self._create(admin, topics, replication_factor, config)
+        deadline = time.monotonic() + timeout
+        why = ""
+        while time.monotonic() < deadline:
+            try:
+                nodes, why = self._out_of_sync(admin, list(topics))
+                if not nodes and not why:
+                    return
+            except Exception as e:
+                why = str(e)
+            time.sleep(0.3)
+        raise ClusterNotReady(f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}")
+
+    def heal(self, timeout: float = 120.0) -> None:
+        """Undo every fault a test may have left: resume paused nodes, flush iptables
+        inside each namespace, lift cgroup memory limits, start stopped nodes, wait ready.
+        """
+        for n in self._nodes:
+            if n.paused:
+                n.resume()
+            if n.netns:
+                for table in ("filter", "raw", "mangle"):
+                    n.exec(["iptables", "-w", "-t", table, "-F"], check=False)
+            if n.cgroup_dir:
+                cgroups.unlimit(n.cgroup_dir)
+        for n in self._nodes:
+            if not n.is_running():
+                n.start()
+        self.wait_ready(timeout)
+
+    def collect_logs(self, dest: Path) -> None:
+        """Copy every node's log files into dest/<node>/ (e.g. a run's logs/)."""
+        for n in self._nodes:
+            d = dest / n.name
+            d.mkdir(parents=True, exist_ok=True)
+            for p in n.logs_dir.glob("*"):
+                if p.is_file():
+                    shutil.copy2(p, d / p.name)
+
+
+def _delete_netns_and_procs(ns: str) -> None:
+    """Kill whatever still runs in the namespace (e.g. an exec'd helper), then delete it."""
+    out = netns.run(["ip", "netns", "pids", ns], check=False)
+    for pid in out.split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+    netns.delete_netns(ns)
+
+
+def _remove_cgroup_and_procs(d: Path) -> None:
+    """Kill what is left in the cgroup (its processes are ours by construction), rmdir it."""
+    for pid in cgroups.pids(d):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    cgroups.remove(d)
+
+
+__all__ = ["DEFAULT_KAFKA_VERSION", "ClusterNotReady", "LocalCluster", "LocalNode", "Unsupported"]
