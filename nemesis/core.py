@@ -1,0 +1,244 @@
+"""The Nemesis of one run: makes faults, tracks the active ones, heals everything.
+
+``heal_all`` is the cleanup guarantee: it stops every active fault (newest first),
+sweeps any iptables rule or toxic still tagged with this nemesis' id, resumes paused
+nodes and starts dead ones. It records what it did, never raises (errors are logged
+and recorded), and is idempotent, so a run may call it from its schedule thread, its
+ExitStack and its Ctrl-C handler alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..clusters.base import Cluster, Unsupported
+from ..histories.recorder import Recorder
+from . import discovery, iptables, toxics
+from .base import Context, FaultBase, TargetSpec
+from .memory import MemoryFault
+from .network import LossFault, PartitionFault
+from .process import KillFault, PauseFault, RollingRestart, ensure_running
+from .toxiproxy import NotFound
+
+log = logging.getLogger("ktrial.nemesis")
+
+
+def _stop_fault(ctx: Context) -> KillFault:
+    return KillFault(ctx, graceful=True)
+
+
+FAMILIES: dict[str, Any] = {
+    "partition": PartitionFault,
+    "loss": LossFault,
+    "kill": KillFault,
+    "stop": _stop_fault,
+    "pause": PauseFault,
+    "restart": RollingRestart,
+    "memory": MemoryFault,
+    "toxic": toxics.ToxicFault,
+}
+FAULT_NAMES = tuple(FAMILIES)
+
+# Target specs a random activation draws from, per family (leaders only with partitions).
+RANDOM_TARGETS: dict[str, tuple[str, ...]] = {
+    "partition": ("one", "minority", "controller"),
+    "loss": ("all", "one"),
+    "kill": ("one", "minority", "majority", "controller"),
+    "stop": ("one", "minority", "controller"),
+    "pause": ("one", "minority", "majority", "controller"),
+    "restart": ("all",),
+    "memory": ("one", "minority"),
+    "toxic": ("all", "one"),
+}
+
+
+def fault_params(name: str) -> list[str]:
+    """Keyword parameters a fault family accepts (for validating scripts and CLI params)."""
+    factory = FAMILIES[name]
+    if name == "stop":
+        factory = KillFault
+    sig = inspect.signature(factory.__init__ if inspect.isclass(factory) else factory)
+    return [p for p in sig.parameters if p not in ("self", "ctx", "graceful")]
+
+
+def check_params(name: str, params: Mapping[str, Any], where: str = "") -> None:
+    if name not in FAMILIES:
+        raise ValueError(f"{where}unknown fault {name!r}; choose among {', '.join(FAULT_NAMES)}")
+    bad = sorted(set(params) - set(fault_params(name)) - {"targets"})
+    if bad:
+        raise ValueError(
+            f"{where}fault {name!r} takes no parameter(s) {bad}; it accepts {fault_params(name)}"
+        )
+
+
+class Nemesis:
+    """All faults of a run. `faults` are the families schedules may pick from."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        recorder: Recorder,
+        faults: Sequence[str] = (),
+        rng: random.Random | None = None,
+        *,
+        partitions: discovery.Partitions = None,
+        proxies: Any = None,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.cluster, self.recorder = cluster, recorder
+        self.faults = list(faults)
+        self.params = {k: dict(v) for k, v in (params or {}).items()}
+        for name in self.faults:
+            check_params(name, self.params.get(name, {}), "--nemesis: ")
+        for name, p in self.params.items():
+            check_params(name, p, "nemesis params: ")
+        self.partitions = partitions
+        self.ctx = Context(
+            cluster=cluster,
+            recorder=recorder,
+            rng=rng or random.Random(),
+            controller=lambda: discovery.controller(cluster),
+            leaders=lambda: discovery.leaders(cluster, partitions),
+            proxies=proxies,
+        )
+
+    @property
+    def rng(self) -> random.Random:
+        return self.ctx.rng
+
+    def choice(self, seq: Sequence[Any]) -> Any:
+        with self.ctx.lock:
+            return self.ctx.rng.choice(list(seq))
+
+    # ------------------------------------------------------------ capabilities
+
+    def unsupported(self, names: Sequence[str] | None = None) -> dict[str, str]:
+        """Fault family -> why this cluster cannot run it (empty: all fine)."""
+        out: dict[str, str] = {}
+        nodes = list(self.cluster.nodes)
+        for name in names if names is not None else self.faults:
+            if name in ("partition", "loss") and len({n.address for n in nodes}) < len(nodes):
+                out[name] = "nodes share one address (no network namespaces; drop --no-netns)"
+            elif name == "memory" and not all(n.cgroup for n in nodes):
+                out[name] = "nodes have no memory cgroups (needs root and a memory hierarchy)"
+            elif name == "toxic" and self.ctx.proxies is None:
+                out[name] = "no Toxiproxy in front of the brokers (plan_proxies/ClientProxies)"
+        return out
+
+    def check_supported(self) -> None:
+        bad = self.unsupported()
+        if bad:
+            raise Unsupported("; ".join(f"{k}: {v}" for k, v in bad.items()))
+
+    # ------------------------------------------------------------ making faults
+
+    def make(self, name: str, **params: Any) -> FaultBase:
+        """A fresh (not started) fault of family `name`; `params` override the run's."""
+        merged = {**self.params.get(name, {}), **params}
+        merged.pop("targets", None)  # a default target spec, used by start_random
+        check_params(name, merged)
+        fault: FaultBase = FAMILIES[name](self.ctx, **merged)
+        return fault
+
+    def start(self, name: str, targets: TargetSpec = None, **params: Any) -> FaultBase:
+        fault = self.make(name, **params)
+        fault.start(targets)
+        return fault
+
+    def start_random(self, name: str) -> FaultBase:
+        """Start `name` on targets drawn from its usual specs (seeded)."""
+        specs = list(RANDOM_TARGETS.get(name, ("one",)))
+        if self.partitions is not None and name not in ("restart", "loss", "toxic"):
+            specs.append("leaders")
+        targets = self.params.get(name, {}).get("targets") or self.choice(specs)
+        return self.start(name, targets)
+
+    def stop(self, fault: FaultBase) -> None:
+        fault.stop()
+
+    def active(self) -> list[FaultBase]:
+        with self.ctx.lock:
+            return list(self.ctx.active)
+
+    # ------------------------------------------------------------ healing
+
+    def heal_all(self) -> None:
+        """Undo every active fault and bring every node back; never raises (but re-raises a
+        KeyboardInterrupt that arrived meanwhile, after finishing)."""
+        interrupted: BaseException | None = None
+        self.ctx.halting.set()
+        try:
+            with self.ctx.apply_lock:
+                stopped, errors = [], []
+                for fault in reversed(self.active()):
+                    try:
+                        fault.stop()
+                        stopped.append(fault.id)
+                    except KeyboardInterrupt as e:
+                        interrupted = e
+                    except Exception as e:
+                        log.exception("heal: stopping %s failed", fault.id)
+                        errors.append(f"{fault.id}: {e}")
+                swept = self._sweep(errors)
+                actions: dict[str, list[str]] = {}
+                for node in self.cluster.nodes:
+                    if node.name not in self.ctx.touched:
+                        continue  # never start what the nemesis did not stop (e.g. torn down)
+                    try:
+                        done = ensure_running(node)
+                    except KeyboardInterrupt as e:
+                        interrupted = e
+                        continue
+                    except Exception as e:
+                        log.exception("heal: bringing %s back failed", node.name)
+                        errors.append(f"{node.name}: {e}")
+                        continue
+                    if done:
+                        actions.setdefault(done, []).append(node.name)
+                if stopped or swept or actions or errors:
+                    value: dict[str, Any] = {"stopped": stopped, "swept": swept, **actions}
+                    if errors:
+                        value["errors"] = errors
+                    try:
+                        self.ctx.record("heal", value)
+                    except Exception:
+                        log.exception("heal: could not record the heal op")
+        finally:
+            self.ctx.halting.clear()
+        if interrupted is not None:
+            raise interrupted
+
+    def _sweep(self, errors: list[str]) -> int:
+        """Remove rules and toxics tagged with this nemesis that no active fault owns."""
+        n = 0
+        for node in self.cluster.nodes:
+            try:
+                n += iptables.remove_tagged(node, self.ctx.rule_prefix)
+            except Unsupported:
+                continue
+            except Exception as e:
+                errors.append(f"{node.name}: sweeping iptables rules: {e}")
+        proxies = self.ctx.proxies
+        if proxies is not None and getattr(proxies, "client", None) is not None:
+            api = proxies.api()
+            try:
+                for proxy in api.proxies():
+                    for t in api.toxics(proxy):
+                        if str(t.get("name", "")).startswith(self.ctx.uid + "-"):
+                            with contextlib.suppress(NotFound):
+                                api.remove_toxic(proxy, t["name"])
+                            n += 1
+            except Exception as e:
+                errors.append(f"sweeping toxics: {e}")
+        return n
+
+    def __enter__(self) -> Nemesis:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.heal_all()

@@ -1,0 +1,340 @@
+"""Memory pressure: squeeze a node's cgroup limit towards its working set and/or run a
+``stress-ng --vm`` balloon inside the node's cgroup, so the broker competes for memory.
+
+For the fault window the release op records, per node: anonymous memory (~RSS) and
+page cache at the start, their extremes during the window, the cgroup's failcnt and
+OOM-kill deltas, and the machine's direct-reclaim counter deltas (/proc/vmstat
+allocstall*, pgscan_direct, pgsteal_direct) and memory PSI. With cgroup v1 PSI exists
+only system-wide (/proc/pressure/memory); v2 adds the cgroup's own memory.pressure.
+Note that the kernel counts only *global* reclaim in /proc/vmstat: reclaim forced by
+the cgroup limit shows as failcnt and as the cgroup's own counters.
+
+A broker OOM-killed during the window is recorded at once as an ``oom-kill`` nemesis op
+and restarted by the release.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..clusters.base import Node, Unsupported
+from . import cgroups
+from .base import Context, FaultBase, TargetSpec
+from .process import ensure_running
+
+log = logging.getLogger("ktrial.nemesis")
+
+MiB = 1 << 20
+ENV_MARK = "KTRIAL_BALLOON"
+
+
+def squeeze_target(
+    anon: int,
+    file: int,
+    headroom: float = 0.25,
+    min_headroom: int = 32 * MiB,
+    limit_bytes: int | None = None,
+    allow_oom: bool = False,
+) -> int:
+    """The limit to set (pure): anon + a share of the page cache, never below what would
+    OOM the node at once (anon + 5% + 16 MiB) unless `allow_oom`."""
+    target = (
+        limit_bytes if limit_bytes is not None else anon + max(min_headroom, int(headroom * file))
+    )
+    floor = int(anon * 1.05) + 16 * MiB
+    if not allow_oom:
+        target = max(target, floor)
+    return (target + 4095) // 4096 * 4096
+
+
+def start_balloon(
+    cg: cgroups.MemoryCgroup, nbytes: int, hang: bool = True
+) -> subprocess.Popen[bytes]:
+    """``stress-ng --vm 1`` that joins `cg` before it allocates (the shell writes its own pid
+    to cgroup.procs, then execs stress-ng). With `hang` the worker touches its memory once
+    and then sleeps holding it (no CPU burn on a small machine)."""
+    cmd = [
+        "stress-ng",
+        "--vm",
+        "1",
+        "--vm-bytes",
+        str(nbytes),
+        "--vm-keep",
+        "--timeout",
+        "0",
+        "--quiet",
+    ]
+    if hang:
+        cmd += ["--vm-hang", "0"]
+    script = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
+    env = dict(os.environ, **{ENV_MARK: str(os.getpid())})
+    try:
+        return subprocess.Popen(
+            ["sh", "-c", script, "ktrial-balloon", str(cg.path), *cmd],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    except FileNotFoundError as e:
+        raise Unsupported("the memory balloon needs stress-ng (apt-get install stress-ng)") from e
+
+
+def stop_balloon(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the balloon's whole process group (stress-ng forks its workers)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+
+
+def _psi_totals(psi: dict[str, dict[str, float]] | None) -> dict[str, float]:
+    if not psi:
+        return {}
+    return {f"{k}_total_us": v.get("total", 0.0) for k, v in psi.items()}
+
+
+@dataclass
+class Window:
+    """Observations of one node's cgroup over the fault window."""
+
+    node: str
+    cg: cgroups.MemoryCgroup
+    anon0: int = 0
+    file0: int = 0
+    failcnt0: int = 0
+    oom0: int | None = None
+    majfault0: int = 0
+    anon_max: int = 0
+    file_min: int = 0
+    usage_max: int = 0
+    oom_seen: int = 0
+    pid0: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def begin(self, pid: int | None) -> None:
+        self.anon0, self.file0 = self.cg.anon_and_file()
+        self.anon_max, self.file_min = self.anon0, self.file0
+        self.failcnt0 = self.cg.failcnt()
+        self.oom0 = self.cg.oom_kills()
+        self.majfault0 = self._majfault()
+        self.usage_max = self.cg.usage()
+        self.pid0 = pid
+
+    def _majfault(self) -> int:
+        s = self.cg.stat()
+        return s.get("total_pgmajfault", s.get("pgmajfault", 0))
+
+    def sample(self) -> int:
+        """Update extremes; return how many new OOM kills happened since the last sample."""
+        if not self.cg.exists():
+            return 0
+        anon, file = self.cg.anon_and_file()
+        self.anon_max = max(self.anon_max, anon)
+        self.file_min = min(self.file_min, file)
+        self.usage_max = max(self.usage_max, self.cg.usage())
+        ooms = self.cg.oom_kills()
+        if ooms is None or self.oom0 is None:
+            return 0
+        new = ooms - self.oom0 - self.oom_seen
+        self.oom_seen += max(0, new)
+        return max(0, new)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.cg.exists():
+            return {"cgroup": "gone"}
+        anon, file = self.cg.anon_and_file()
+        return {
+            "anon_start": self.anon0,
+            "file_start": self.file0,
+            "anon_max": self.anon_max,
+            "file_min": self.file_min,
+            "usage_max": self.usage_max,
+            "anon_end": anon,
+            "file_end": file,
+            "failcnt_delta": self.cg.failcnt() - self.failcnt0,
+            "oom_kills": self.oom_seen,
+            "pgmajfault_delta": self._majfault() - self.majfault0,
+            "cgroup_psi": self.cg.pressure(),
+            **self.extra,
+        }
+
+
+class MemoryFault(FaultBase):
+    """Squeeze the targets' memory cgroup limits and/or run a balloon in their cgroups."""
+
+    name = "memory"
+
+    def __init__(
+        self,
+        ctx: Context,
+        squeeze: bool = True,
+        headroom: float = 0.25,
+        min_headroom: int = 32 * MiB,
+        limit_bytes: int | None = None,
+        balloon_bytes: int | None = None,
+        allow_oom: bool = False,
+        sample_interval: float = 1.0,
+    ) -> None:
+        super().__init__(ctx)
+        self.squeeze, self.headroom, self.min_headroom = squeeze, headroom, min_headroom
+        self.limit_bytes, self.balloon_bytes, self.allow_oom = limit_bytes, balloon_bytes, allow_oom
+        self.sample_interval = sample_interval
+        self.windows: dict[str, Window] = {}
+        self.original: dict[str, tuple[int | None, int | None]] = {}  # node -> (max, high)
+        self.balloons: dict[str, subprocess.Popen[bytes]] = {}
+        self._halt = threading.Event()
+        self._sampler: threading.Thread | None = None
+        self._vm0: dict[str, int] = {}
+        self._psi0: dict[str, float] = {}
+
+    @staticmethod
+    def cgroup_of(node: Node) -> cgroups.MemoryCgroup:
+        if not node.cgroup:
+            raise Unsupported(
+                f"node {node.name} has no memory cgroup: memory pressure needs the local or "
+                "docker backend running as root with a memory cgroup hierarchy"
+            )
+        return cgroups.MemoryCgroup(Path(node.cgroup))
+
+    def _set_limit(self, cg: cgroups.MemoryCgroup, target: int) -> int:
+        """Set the hard limit; v1 refuses (EBUSY) a limit it cannot reclaim down to at once,
+        so step up 10% at a time. Returns the limit in force."""
+        for _ in range(8):
+            try:
+                if cg.version == 2:
+                    cg.set_high(target)
+                    cg.set_limit(target + max(self.min_headroom, target // 10))
+                else:
+                    cg.set_limit(target)
+                return target
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                target = target * 11 // 10
+        raise OSError(errno.EBUSY, f"could not lower the limit of {cg.path} (busy)")
+
+    def _start(self, targets: TargetSpec) -> dict[str, Any]:
+        chosen = self.ctx.resolve(targets)
+        nodes = self.ctx.nodes()
+        cgs = {n: self.cgroup_of(nodes[n]) for n in chosen}
+        self.ctx.touched.update(chosen)
+        self._vm0 = cgroups.reclaim_counters(cgroups.vmstat())
+        self._psi0 = _psi_totals(cgroups.system_pressure())
+        value: dict[str, Any] = {"nodes": chosen, "limits": {}, "balloon_bytes": self.balloon_bytes}
+        self.info = value
+        for name, cg in cgs.items():
+            w = Window(name, cg)
+            w.begin(nodes[name].pid)
+            self.windows[name] = w
+            if self.squeeze:
+                self.original[name] = (cg.limit(), cg.high())
+                target = squeeze_target(
+                    w.anon0,
+                    w.file0,
+                    self.headroom,
+                    self.min_headroom,
+                    self.limit_bytes,
+                    self.allow_oom,
+                )
+                value["limits"][name] = {
+                    "from": self.original[name][0],
+                    "to": self._set_limit(cg, target),
+                    "anon": w.anon0,
+                    "file": w.file0,
+                }
+            if self.balloon_bytes:
+                self.balloons[name] = start_balloon(cg, self.balloon_bytes)
+        self._sampler = threading.Thread(
+            target=self._sample_loop, name="ktrial-memory-sampler", daemon=True
+        )
+        self._sampler.start()
+        self.ctx.record("memory-squeeze", value)
+        return value
+
+    def _sample_loop(self) -> None:
+        nodes = self.ctx.nodes()
+        while not self._halt.wait(self.sample_interval):
+            for name, w in self.windows.items():
+                try:
+                    new = w.sample()
+                except OSError:
+                    continue
+                if new:
+                    node = nodes[name]
+                    broker = "broker" if not node.is_running() or node.pid != w.pid0 else "other"
+                    self.ctx.record(
+                        "oom-kill",
+                        {
+                            "node": name,
+                            "count": new,
+                            "victim": broker,
+                            "running": node.is_running(),
+                        },
+                    )
+
+    def _stop(self) -> None:
+        self._halt.set()
+        if self._sampler is not None:
+            self._sampler.join(5)
+        errors: list[str] = []
+        for name, proc in self.balloons.items():
+            try:
+                stop_balloon(proc)
+            except Exception as e:
+                errors.append(f"{name}: stopping the balloon: {e}")
+        restored: dict[str, Any] = {}
+        for name, (limit, high) in self.original.items():
+            cg = self.windows[name].cg
+            if not cg.exists():
+                continue
+            try:
+                cg.set_limit(limit)
+                cg.set_high(high)
+                restored[name] = limit
+            except OSError as e:
+                errors.append(f"{name}: restoring the limit of {cg.path}: {e}")
+        observed = {}
+        for name, w in self.windows.items():
+            try:
+                w.sample()
+                observed[name] = w.summary()
+            except OSError as e:
+                observed[name] = {"error": str(e)}
+        vm1 = cgroups.reclaim_counters(cgroups.vmstat())
+        psi1 = _psi_totals(cgroups.system_pressure())
+        restarted = []
+        nodes = self.ctx.nodes()
+        for name in self.windows:
+            try:
+                if ensure_running(nodes[name]) == "start":
+                    restarted.append(name)
+            except Exception as e:
+                errors.append(f"{name}: restart after OOM failed: {e}")
+        value: dict[str, Any] = {
+            "nodes": list(self.windows),
+            "limits_restored": restored,
+            "observed": observed,
+            "vmstat_delta": {k: vm1[k] - self._vm0.get(k, 0) for k in vm1},
+            "psi_scope": "cgroup+system"
+            if any(o.get("cgroup_psi") for o in observed.values())
+            else "system",
+            "system_psi_delta_us": {k: psi1[k] - self._psi0.get(k, 0.0) for k in psi1},
+        }
+        if restarted:
+            value["restarted"] = restarted
+        if errors:
+            value["errors"] = errors
+        self.ctx.record("memory-release", value)
+        if restarted:
+            self.ctx.record("start", {"nodes": restarted, "reason": "oom-killed"})

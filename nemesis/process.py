@@ -1,0 +1,171 @@
+"""Process faults: kill (SIGKILL), stop (SIGTERM), pause (SIGSTOP / freezer), rolling restart.
+
+The undo of kill and stop is a start; the delay before the restart is how long the
+schedule holds the fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ..clusters.base import Node
+from .base import Context, FaultBase, TargetSpec
+
+log = logging.getLogger("ktrial.nemesis")
+
+
+def process_state(pid: int | None) -> str | None:
+    """The state letter of /proc/<pid>/stat (R, S, D, T, Z, ...), None if gone."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def is_paused(node: Node) -> bool:
+    flag = getattr(node, "paused", None)
+    if isinstance(flag, bool) and flag:
+        return True
+    return process_state(node.pid) == "T"
+
+
+def ensure_running(node: Node) -> str | None:
+    """Resume a paused node, start a dead one; return what was done (None: nothing)."""
+    if node.is_running():
+        if is_paused(node):
+            node.resume()
+            return "resume"
+        return None
+    node.start()
+    return "start"
+
+
+class KillFault(FaultBase):
+    """SIGKILL (or, with graceful=True, SIGTERM and wait) the targets; stop restarts them."""
+
+    name = "kill"
+
+    def __init__(self, ctx: Context, graceful: bool = False) -> None:
+        self.name = "stop" if graceful else "kill"
+        super().__init__(ctx)
+        self.graceful = graceful
+        self.nodes: list[str] = []
+
+    def _start(self, targets: TargetSpec) -> dict[str, Any]:
+        chosen = self.ctx.resolve(targets)
+        nodes = self.ctx.nodes()
+        self.nodes = chosen
+        self.ctx.touched.update(chosen)
+        value = {"nodes": chosen, "signal": "SIGTERM" if self.graceful else "SIGKILL"}
+        self.info = value
+        for name in chosen:
+            if self.graceful:
+                nodes[name].stop()
+            else:
+                nodes[name].kill()
+        self.ctx.record("stop" if self.graceful else "kill", value)
+        return value
+
+    def _stop(self) -> None:
+        nodes = self.ctx.nodes()
+        started, errors = [], []
+        for name in self.nodes:
+            try:
+                if ensure_running(nodes[name]) is not None:
+                    started.append(name)
+            except Exception as e:
+                errors.append(f"{name}: start failed: {e}")
+        value: dict[str, Any] = {"nodes": started}
+        if errors:
+            value["errors"] = errors
+        self.ctx.record("start", value)
+
+
+class PauseFault(FaultBase):
+    """Freeze the targets (SIGSTOP or the cgroup freezer, as the node implements pause)."""
+
+    name = "pause"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.nodes: list[str] = []
+
+    def _start(self, targets: TargetSpec) -> dict[str, Any]:
+        chosen = self.ctx.resolve(targets)
+        nodes = self.ctx.nodes()
+        self.nodes = chosen
+        self.ctx.touched.update(chosen)
+        self.info = {"nodes": chosen}
+        for name in chosen:
+            nodes[name].pause()
+        self.ctx.record("pause", self.info)
+        return self.info
+
+    def _stop(self) -> None:
+        nodes = self.ctx.nodes()
+        errors = []
+        for name in self.nodes:
+            try:
+                nodes[name].resume()
+            except Exception as e:
+                errors.append(f"{name}: resume failed: {e}")
+        value: dict[str, Any] = {"nodes": self.nodes}
+        if errors:
+            value["errors"] = errors
+        self.ctx.record("resume", value)
+
+
+def wait_port(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
+class RollingRestart(FaultBase):
+    """Restart the targets (default: all) one after another, waiting for each to listen."""
+
+    name = "restart"
+
+    def __init__(self, ctx: Context, settle: float = 5.0, wait: float = 60.0) -> None:
+        super().__init__(ctx)
+        self.settle, self.wait = settle, wait
+        self.nodes: list[str] = []
+
+    def _start(self, targets: TargetSpec) -> dict[str, Any]:
+        chosen = self.ctx.resolve(targets, default="all")
+        nodes = self.ctx.nodes()
+        self.nodes = chosen
+        self.ctx.touched.update(chosen)
+        self.info = {"nodes": chosen}
+        self.ctx.record("start-rolling-restart", self.info)
+        for name in chosen:
+            if self.ctx.halting.is_set():  # a heal is waiting: stop restarting more nodes
+                break
+            node = nodes[name]
+            node.restart()
+            host, _, port = node.client_bootstrap.rpartition(":")
+            up = wait_port(host, int(port), self.wait)
+            self.ctx.record("restart", {"node": name, "listening": up})
+            self.ctx.halting.wait(self.settle)
+        return self.info
+
+    def _stop(self) -> None:
+        nodes = self.ctx.nodes()
+        for name in self.nodes:
+            try:
+                ensure_running(nodes[name])
+            except Exception as e:
+                log.warning("rolling restart: %s did not come back: %s", name, e)
+        self.ctx.record("stop-rolling-restart", {"nodes": self.nodes})
