@@ -628,13 +628,13 @@ class LocalCluster:
     def _admin(self) -> Any:
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "socket.timeout.ms": 5000,
-                "logger": logging.getLogger("ktrial.clusters.admin"),
-            }
-        )
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "socket.timeout.ms": 5000,
+            # librdkafka's connection errors while brokers boot are expected noise
+            "logger": logging.getLogger("ktrial.clusters.admin"),
+        }
+        return AdminClient(conf)
 
     def _not_running(self) -> list[LocalNode]:
         return [n for n in self._nodes if not n.is_running()]
