@@ -1,0 +1,315 @@
+"""Typed dependency cycles: G0, G1c and their -realtime variants, explained step by step.
+
+Two searches, so that what decides validity is always complete:
+
+* the *bad* search uses wr and realtime edges only. Any cycle there has no ww
+  edge, so it is circular visibility (G1c) or visibility against real time
+  (G1c-realtime): always bad, whatever ww_deps says.
+* with ww_deps, the *informational* search adds ww edges and names G0, G1c,
+  G0-realtime and G1c-realtime cycles that use them; those are normal for Kafka
+  (no write isolation), so a timeout there only truncates the report.
+
+Each non-trivial component (graph.py) becomes a small networkx DiGraph whose
+edges carry a bit mask of their types; a shortest cycle of a type is a BFS from
+the head of each edge of a required type back to its tail, over (node, types
+seen) states, within the component's time budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import networkx as nx
+
+from .explain import op_name, secs, val
+from .graph import (
+    RT,
+    WR,
+    WW,
+    candidate_components,
+    next_committed_writer,
+    ok_completion_positions,
+    realtime_edges,
+    wr_edges,
+    ww_edges,
+)
+from .logs import Logs
+from .prepare import Prepared
+
+Example = dict[str, Any]
+
+# type name -> (allowed edge types, required edge types)
+BAD_SEARCH = [("G1c", WR, WR), ("G1c-realtime", WR | RT, WR | RT)]
+INFO_SEARCH = [
+    ("G0", WW, WW),
+    ("G1c", WW | WR, WR),
+    ("G0-realtime", WW | RT, RT),
+    ("G1c-realtime", WW | WR | RT, WR | RT),
+]
+CHUNK = 4000  # informational search examines huge components in windows of this many ops
+MAX_STARTS = 256  # start edges tried per type before settling for the best cycle found
+
+
+class Timeout(Exception):
+    pass
+
+
+def component_graph(
+    p: Prepared, logs: Logs, members: list[int], ww: bool, wr: bool = True
+) -> nx.DiGraph:
+    """All real edges among `members`, each with a `t` bit mask of WW/WR/RT."""
+    g = nx.DiGraph()
+    g.add_nodes_from(members)
+    mset = set(members)
+
+    def add(u: int, v: int, t: int) -> None:
+        if g.has_edge(u, v):
+            g[u][v]["t"] |= t
+        else:
+            g.add_edge(u, v, t=t)
+
+    if wr:
+        for u, v in wr_edges(p, logs, only=mset):
+            if u in mset:
+                add(u, v, WR)
+    if ww:
+        for u in members:
+            r = p.ops[u]
+            for k, v, _o, _i in r.writes:
+                kl = logs.keys.get(k)
+                d = None if kl is None else kl.last.get(v)
+                if d is None:
+                    continue
+                nxt = next_committed_writer(p, logs, k, d, u)
+                if nxt is not None and nxt[0] in mset:
+                    add(u, nxt[0], WW)
+    for u, v in realtime_edges(p.ops, members):
+        add(u, v, RT)
+    return g
+
+
+def shortest_cycle(
+    g: nx.DiGraph, allowed: int, required: int, deadline: float
+) -> list[tuple[int, int, int]] | None:
+    """Shortest cycle using only `allowed` edge types and at least one of each `required` type."""
+    req_bits = [b for b in (WW, WR, RT) if required & b]
+    # Start from edges of the rarest required type.
+    starts_by_bit = {
+        b: [(u, v, d["t"]) for u, v, d in g.edges(data=True) if d["t"] & b] for b in req_bits
+    }
+    bit = min(req_bits, key=lambda b: len(starts_by_bit[b]))
+    best: list[tuple[int, int, int]] | None = None
+    succ = g._succ  # read-only fast access to adjacency
+    for tries, (u0, v0, t0) in enumerate(starts_by_bit[bit]):
+        if tries >= MAX_STARTS and best is not None:
+            break
+        if time.monotonic() > deadline:
+            if best is None:
+                raise Timeout
+            break
+        m0 = t0 & required & allowed
+        start = (v0, m0)
+        parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
+        q = deque([start])
+        found = None
+        steps = 0
+        while q:
+            node, mask = q.popleft()
+            if node == u0 and mask == required:
+                found = (node, mask)
+                break
+            steps += 1
+            if steps & 1023 == 0 and time.monotonic() > deadline:
+                raise Timeout
+            for nb, d in succ[node].items():
+                t = d["t"] & allowed
+                if not t:
+                    continue
+                st = (nb, mask | (t & required))
+                if st not in parent:
+                    parent[st] = ((node, mask), t)
+                    q.append(st)
+        if found is None:
+            continue
+        path: list[tuple[int, int, int]] = []
+        cur = found
+        while parent[cur] is not None:
+            prev, t = parent[cur]  # type: ignore[misc]
+            path.append((prev[0], cur[0], t))
+            cur = prev
+        path.reverse()
+        cyc = [(u0, v0, t0 & allowed), *path]
+        if best is None or len(cyc) < len(best):
+            best = cyc
+            if len(best) <= 2:
+                break
+    return best
+
+
+def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, str]:
+    """(edge type name, sentence) explaining why u precedes v."""
+    a, b = p.ops[u], p.ops[v]
+    if t & WR:
+        for k, val_, o, i in b.reads:
+            w = p.writer_of.get(k, {}).get(val_)
+            if w == u:
+                j = next((jj for kk, vv, _oo, jj in a.writes if kk == k and vv == val_), "?")
+                at = "" if o is None else f" at offset {o}"
+                return "wr", (
+                    f"{op_name(a)} sent value {val(val_)} to key {k} (micro-op {j}), and "
+                    f"{op_name(b)} read it{at} (micro-op {i})"
+                )
+    if t & WW:
+        for k, val_, _o, i in a.writes:
+            kl = logs.keys.get(k)
+            d = None if kl is None else kl.last.get(val_)
+            if d is None:
+                continue
+            nxt = next_committed_writer(p, logs, k, d, u)
+            if nxt is not None and nxt[0] == v:
+                j = next((jj for kk, vv, _oo, jj in b.writes if kk == k and vv == nxt[1]), "?")
+                return "ww", (
+                    f"{op_name(a)} sent value {val(val_)} to key {k} (micro-op {i}, offset "
+                    f"{kl.offsets[d]}), and the next committed record of key {k} is value "
+                    f"{val(nxt[1])} at offset {kl.offsets[nxt[2]]}, sent by {op_name(b)} "
+                    f"(micro-op {j})"
+                )
+    return "rt", (
+        f"{op_name(a)} completed at {secs(a.comp_time)}, before {op_name(b)} was invoked at "
+        f"{secs(b.inv_time)}"
+    )
+
+
+def explain_cycle(p: Prepared, logs: Logs, name: str, cyc: list[tuple[int, int, int]]) -> Example:
+    steps = []
+    kinds = []
+    for u, v, t in cyc:
+        kind, text = _edge_step(p, logs, u, v, t)
+        kinds.append(kind)
+        steps.append(text)
+    ops = [p.ops[u].index for u, _v, _t in cyc]
+    first = p.ops[cyc[0][0]]
+    numbered = [f"{n + 1}. [{kinds[n]}] {s}." for n, s in enumerate(steps)]
+    only_wr = all(k in ("wr", "rt") for k in kinds)
+    meaning = {
+        "G0": "each op's writes come before the next's, around a loop: writes of these "
+        "transactions interleave (normal for Kafka, which does not isolate writes)",
+        "G1c": "each op saw or followed the writes of the next, around a loop"
+        + (": circular visibility, impossible for committed transactions" if only_wr else ""),
+        "G0-realtime": "write order around this loop contradicts the real-time order",
+        "G1c-realtime": "visibility around this loop contradicts the real-time order"
+        + (": an op saw writes that could not yet be committed" if only_wr else ""),
+    }[name]
+    return {
+        "type": name,
+        "cycle": ops,
+        "ops": ops,
+        "edges": kinds,
+        "wr_only": only_wr and "wr" in kinds,
+        "steps": steps,
+        "explanation": (
+            f"A {name} cycle of {len(cyc)} ops: {meaning}. "
+            + " ".join(numbered)
+            + f" That leads back to {op_name(first)}."
+        ),
+    }
+
+
+def _search_component(
+    p: Prepared,
+    logs: Logs,
+    members: list[int],
+    ww: bool,
+    searches: list[tuple[str, int, int]],
+    budget: float,
+) -> tuple[dict[str, Example], bool]:
+    deadline = time.monotonic() + budget
+    whole = component_graph(p, logs, members, ww=ww)
+    found: dict[str, Example] = {}
+    for comp in nx.strongly_connected_components(whole):
+        if len(comp) < 2:
+            continue
+        g = whole.subgraph(comp)
+        for name, allowed, required in searches:
+            if name in found:
+                continue
+            sub = g
+            if allowed != (WW | WR | RT):
+                sub = g.edge_subgraph(
+                    [(u, v) for u, v, d in g.edges(data=True) if d["t"] & allowed]
+                )
+            if sub.number_of_edges() == 0:
+                continue
+            try:
+                cyc = shortest_cycle(sub, allowed, required, deadline)
+            except Timeout:
+                return found, True
+            if cyc is not None:
+                found[name] = explain_cycle(p, logs, name, cyc)
+    return found, False
+
+
+def find_cycles(
+    p: Prepared, logs: Logs, ww_deps: bool, timeout_s: float
+) -> tuple[dict[str, list[Example]], list[Example], dict[str, Any]]:
+    """Return (anomalies by type, cycle-search-timeout examples, search stats)."""
+    cpos = ok_completion_positions(p)
+    out: dict[str, list[Example]] = {}
+    timeouts: list[Example] = []
+    stats: dict[str, Any] = {"components": 0, "largest_component": 0, "truncated": False}
+    seen_cycles: set[tuple[int, ...]] = set()
+
+    def record(found: dict[str, Example]) -> None:
+        for name, ex in found.items():
+            key = tuple(sorted(ex["cycle"]))
+            if (name, *key) in seen_cycles:
+                continue
+            seen_cycles.add((name, *key))
+            out.setdefault(name, []).append(ex)
+
+    # 1. the bad search: wr + realtime
+    for members in candidate_components(p, wr_edges(p, logs), cpos):
+        stats["components"] += 1
+        stats["largest_component"] = max(stats["largest_component"], len(members))
+        found, to = _search_component(p, logs, members, False, BAD_SEARCH, timeout_s)
+        record(found)
+        if to and not found:
+            timeouts.append(
+                {
+                    "ops": [p.ops[m].index for m in members[:32]],
+                    "size": len(members),
+                    "explanation": (
+                        f"A strongly connected component of {len(members)} ops joined by wr and "
+                        f"realtime edges (first {op_name(p.ops[members[0]])}) contains a cycle of "
+                        f"visibility, but no shortest cycle was found within {timeout_s:g} s."
+                    ),
+                }
+            )
+    if not ww_deps:
+        return out, timeouts, stats
+
+    # 2. the informational search with ww edges (never decides validity)
+    def both() -> Any:
+        yield from ww_edges(p, logs)
+        yield from wr_edges(p, logs)
+
+    total_deadline = time.monotonic() + timeout_s
+    for members in candidate_components(p, both(), cpos):
+        stats["components"] += 1
+        stats["largest_component"] = max(stats["largest_component"], len(members))
+        chunks = [members]
+        if len(members) > CHUNK:
+            stats["truncated"] = True
+            by_time = sorted(members, key=lambda m: p.ops[m].inv_pos)
+            chunks = [by_time[i : i + CHUNK] for i in range(0, len(by_time), CHUNK)]
+        for chunk in chunks:
+            left = total_deadline - time.monotonic()
+            if left <= 0:
+                stats["truncated"] = True
+                break
+            found, to = _search_component(p, logs, chunk, True, INFO_SEARCH, min(left, timeout_s))
+            stats["truncated"] |= to
+            record(found)
+    return out, timeouts, stats

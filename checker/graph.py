@@ -1,0 +1,208 @@
+"""Dependency graph between committed data ops: ww, wr and realtime edges.
+
+A literal graph of a 1,000,000-op history (every wr edge, every realtime edge)
+does not fit in networkx, so strongly connected components are found on a
+*reduced* graph with the same reachability:
+
+* a data edge u -> v with u ok and completed before v was invoked is implied by
+  realtime, so only the other ("non-forward") data edges are kept;
+* realtime reachability is a chain of one node per completion, in completion
+  order: an ok op links to its completion node, each completion node to the
+  next, and the last completion node before an op's invocation links to the op.
+  Only ops touching a non-forward edge ("active" ops) take part: a realtime path
+  through any other op is also a direct realtime edge.
+
+Every cycle of the full graph has an edge that goes back in time, so it shows up
+as a non-trivial component here. Components are then searched for typed cycles
+(cycles.py) on a small networkx graph of their members with all real edges.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable
+from typing import Any
+
+from .logs import Logs
+from .prepare import OpRec, Prepared
+
+WW, WR, RT = 1, 2, 4
+NEVER = 1 << 62  # completion position of ops that never completed (no realtime successors)
+
+
+def ok_completion_positions(p: Prepared) -> list[int]:
+    """Completion position of each op as a realtime predecessor (NEVER unless ok)."""
+    return [r.comp_pos if r.type == "ok" and r.comp_pos is not None else NEVER for r in p.ops]
+
+
+def next_committed_writer(
+    p: Prepared, logs: Logs, k: str, d: int, self_id: int
+) -> tuple[int, Any, int] | None:
+    """The first later position of key k holding a value of a committed op other than self."""
+    kl = logs.keys[k]
+    writers = p.writer_of.get(k, {})
+    for d2 in range(d + 1, len(kl.values)):
+        v2 = kl.values[d2]
+        w = writers.get(v2)
+        if w is not None and logs.committed[w]:
+            if w == self_id:
+                return None
+            return w, v2, d2
+    return None
+
+
+def ww_edges(p: Prepared, logs: Logs) -> Iterable[tuple[int, int]]:
+    """Writers of consecutive committed versions of each key (dense order)."""
+    committed = logs.committed
+    for k, kl in logs.keys.items():
+        writers = p.writer_of.get(k)
+        if not writers:
+            continue
+        last = -1
+        for v in kl.values:
+            w = writers.get(v)
+            if w is None or not committed[w]:
+                continue
+            if last >= 0 and w != last:
+                yield last, w
+            last = w
+
+
+def wr_edges(p: Prepared, logs: Logs, only: set[int] | None = None) -> Iterable[tuple[int, int]]:
+    """Writer of a value -> each committed op that read it (deduplicated per reader)."""
+    committed = logs.committed
+    writer_of = p.writer_of
+    for r in p.ops if only is None else (p.ops[i] for i in only):
+        if not r.reads or not committed[r.id]:
+            continue
+        rid = r.id
+        seen: set[int] = set()
+        lastk = None
+        wk: dict[Any, int] = {}
+        for k, v, _o, _i in r.reads:
+            if k != lastk:
+                wk = writer_of.get(k) or {}
+                lastk = k
+            w = wk.get(v)
+            if w is None or w == rid or w in seen:
+                continue
+            seen.add(w)
+            if committed[w]:
+                yield w, rid
+
+
+def strongly_connected(n: int, adj: list[list[int]]) -> list[list[int]]:
+    """Non-trivial strongly connected components (size >= 2) of a graph on 0..n-1.
+
+    Iterative Tarjan: recursion would overflow on the long realtime chain.
+    """
+    index = [-1] * n
+    low = [0] * n
+    onstack = [False] * n
+    stack: list[int] = []
+    out: list[list[int]] = []
+    counter = 0
+    for root in range(n):
+        if index[root] != -1:
+            continue
+        work = [(root, 0)]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        onstack[root] = True
+        while work:
+            v, i = work[-1]
+            nbrs = adj[v]
+            if i < len(nbrs):
+                work[-1] = (v, i + 1)
+                w = nbrs[i]
+                if index[w] == -1:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    onstack[w] = True
+                    work.append((w, 0))
+                elif onstack[w] and index[w] < low[v]:
+                    low[v] = index[w]
+                continue
+            work.pop()
+            if work:
+                u = work[-1][0]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    onstack[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(comp)
+    return out
+
+
+def candidate_components(
+    p: Prepared, edges: Iterable[tuple[int, int]], cpos: list[int]
+) -> list[list[int]]:
+    """Op ids of each non-trivial component of data edges + realtime (reduced graph)."""
+    ops = p.ops
+    back: list[tuple[int, int]] = []
+    for u, v in edges:
+        if cpos[u] < ops[v].inv_pos:
+            continue  # implied by realtime
+        back.append((u, v))
+    if not back:
+        return []
+    active = sorted({x for e in back for x in e})
+    node = {op: i for i, op in enumerate(active)}
+    chain_ops = sorted((x for x in active if cpos[x] != NEVER), key=lambda x: cpos[x])
+    chain_pos = [cpos[x] for x in chain_ops]
+    na = len(active)
+    n = na + len(chain_ops)
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for u, v in back:
+        adj[node[u]].append(node[v])
+    for j, x in enumerate(chain_ops):
+        adj[node[x]].append(na + j)
+        if j + 1 < len(chain_ops):
+            adj[na + j].append(na + j + 1)
+    for x in active:
+        j = bisect_left(chain_pos, ops[x].inv_pos) - 1  # last completion strictly before
+        if j >= 0:
+            adj[na + j].append(node[x])
+    comps = strongly_connected(n, adj)
+    out = []
+    for c in comps:
+        members = sorted(active[i] for i in c if i < na)
+        if len(members) >= 2:
+            out.append(members)
+    return out
+
+
+def realtime_edges(ops: list[OpRec], members: list[int]) -> list[tuple[int, int]]:
+    """Realtime edges among `members`, transitively reduced through a frontier.
+
+    An ok op precedes every op invoked after it completed; linking each op only to
+    the frontier (ops completed since, not already covered) keeps the edge count
+    linear in practice.
+    """
+    events: list[tuple[int, int, int]] = []  # (position, 0 invoke | 1 completion, op)
+    for m in members:
+        r = ops[m]
+        events.append((r.inv_pos, 0, m))
+        if r.type == "ok" and r.comp_pos is not None:
+            events.append((r.comp_pos, 1, m))
+    events.sort()
+    frontier: set[int] = set()
+    preds: dict[int, frozenset[int]] = {}
+    edges: list[tuple[int, int]] = []
+    for _pos, kind, m in events:
+        if kind == 0:
+            preds[m] = frozenset(frontier)
+            edges.extend((u, m) for u in frontier)
+        else:
+            frontier -= preds.get(m, frozenset())
+            frontier.add(m)
+    return edges

@@ -1,0 +1,177 @@
+"""Metrics: op counts, info causes, latencies, realtime lag and unseen over time.
+
+Realtime lag follows Jepsen: for each key, the time from which each dense
+position was known to exist (some ok op had sent or read that far); a poll that
+began at time t having read up to position d is at least t - (time position d+1
+was known to exist) stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .logs import Logs
+from .prepare import Prepared
+
+MAX_POINTS = 2000
+
+
+def downsample(points: list[tuple[float, float]], n: int = MAX_POINTS) -> list[list[float]]:
+    """At most n points, keeping the highest y of each run (peaks matter on these plots)."""
+    if len(points) <= n:
+        return [[x, y] for x, y in points]
+    step = len(points) / n
+    out: list[list[float]] = []
+    i = 0.0
+    while int(i) < len(points):
+        chunk = points[int(i) : int(i + step) or int(i) + 1]
+        x, y = max(chunk, key=lambda pt: pt[1])
+        out.append([x, y])
+        i += step
+    return out[:n]
+
+
+def _quantiles(xs: list[float]) -> dict[str, float]:
+    xs.sort()
+    n = len(xs)
+
+    def q(f: float) -> float:
+        return round(xs[min(n - 1, int(f * n))], 3)
+
+    return {"count": n, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(xs[-1], 3)}
+
+
+def info_cause(error: Any) -> str:
+    if error is None:
+        return "no error recorded"
+    if isinstance(error, dict):
+        for k in ("type", "cause", "name", "class", "code"):
+            if k in error:
+                return str(error[k])[:80]
+        return str(next(iter(error), "error"))[:80]
+    if isinstance(error, list) and error:
+        return str(error[0])[:80]
+    return str(error)[:80]
+
+
+def counts_latency(p: Prepared) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
+    counts: dict[str, dict[str, int]] = {}
+    causes: dict[str, int] = {}
+    lat: dict[str, dict[str, list[float]]] = {}
+    for r in p.ops:
+        c = counts.get(r.f)
+        if c is None:
+            counts[r.f] = c = {"ok": 0, "fail": 0, "info": 0}
+        c[r.type] = c.get(r.type, 0) + 1
+        if r.type == "info":
+            cause = "never completed" if r.comp_pos is None else info_cause(r.error)
+            causes[cause] = causes.get(cause, 0) + 1
+        if r.comp_time is not None and r.inv_time is not None:
+            lat.setdefault(r.f, {}).setdefault(r.type, []).append((r.comp_time - r.inv_time) / 1e6)
+    latency = {f: {t: _quantiles(xs) for t, xs in by.items()} for f, by in lat.items()}
+    return counts, causes, latency
+
+
+def unseen_over_time(p: Prepared) -> tuple[int, list[list[float]]]:
+    """Acknowledged-but-never-read values after each ok data op (Jepsen's `unseen`)."""
+    polled: dict[str, set[Any]] = {}
+    pending: dict[str, set[Any]] = {}
+    count = 0
+    pts: list[tuple[float, float]] = []
+    t0 = p.first_time or 0
+    for r in p.ops:
+        if r.type != "ok" or not (r.writes or r.reads):
+            continue
+        for k, v, _o, _i in r.writes:
+            if v in polled.get(k, ()):
+                continue
+            s = pending.setdefault(k, set())
+            if v not in s:
+                s.add(v)
+                count += 1
+        for k, v, _o, _i in r.reads:
+            pk = polled.get(k)
+            if pk is None:
+                polled[k] = pk = set()
+            if v not in pk:
+                pk.add(v)
+                s = pending.get(k)
+                if s is not None and v in s:
+                    s.discard(v)
+                    count -= 1
+        pts.append((((r.comp_time or 0) - t0) / 1e9, float(count)))
+    return count, downsample(pts)
+
+
+def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
+    t0 = p.first_time or 0
+    # key -> [(max known dense position, completion time), ...] from ok ops
+    known: dict[str, list[tuple[int, int]]] = {}
+    for r in p.ops:
+        if r.type != "ok" or r.comp_time is None or not (r.reads or r.writes):
+            continue
+        best: dict[str, int] = {}
+        for k, v, o, _i in (*r.writes, *r.reads):
+            kl = logs.keys.get(k)
+            d = None if kl is None else kl.pos(o, v)
+            if d is not None and d > best.get(k, -1):
+                best[k] = d
+        for k, d in best.items():
+            known.setdefault(k, []).append((d, r.comp_time))
+    # exists[k][d]: earliest time dense position d was known to exist
+    exists: dict[str, list[float]] = {}
+    for k, pairs in known.items():
+        n = len(logs.keys[k].values)
+        arr = [float("inf")] * n
+        for d, t in pairs:
+            if t < arr[d]:
+                arr[d] = t
+        for d in range(n - 2, -1, -1):  # knowing d+1 exists means d exists too
+            if arr[d + 1] < arr[d]:
+                arr[d] = arr[d + 1]
+        exists[k] = arr
+    per_key: dict[str, float] = {}
+    worst: dict[str, Any] = {"key": None, "lag_ms": 0.0, "time_s": 0.0, "process": None}
+    pts: list[tuple[float, float]] = []
+    positions: dict[Any, dict[str, int]] = {}  # process -> key -> furthest dense position read
+    for r in p.ops:
+        if r.type != "ok":
+            continue
+        if r.f == "assign":
+            old = positions.get(r.process, {})
+            positions[r.process] = {k: -1 if r.seek else old.get(k, -1) for k in (r.keys or ())}
+            continue
+        if r.f == "subscribe" or r.f == "crash":
+            positions[r.process] = {}
+            continue
+        if not r.reads:
+            continue
+        mine = positions.setdefault(r.process, {})
+        for k, v, o, _i in r.reads:
+            kl = logs.keys.get(k)
+            d = None if kl is None else kl.pos(o, v)
+            if d is not None and d > mine.get(k, -1):
+                mine[k] = d
+            elif k not in mine:
+                mine[k] = -1
+        t = r.inv_time
+        top = 0.0
+        for k, d in mine.items():
+            arr = exists.get(k)
+            if arr is None or d + 1 >= len(arr):
+                lag = 0.0
+            else:
+                lag = max(0.0, (t - arr[d + 1]) / 1e6)
+            if lag > per_key.get(k, -1.0):
+                per_key[k] = round(lag, 3)
+            if lag > top:
+                top = lag
+            if lag > worst["lag_ms"]:
+                worst = {
+                    "key": k,
+                    "lag_ms": round(lag, 3),
+                    "time_s": (t - t0) / 1e9,
+                    "process": r.process,
+                }
+        pts.append(((t - t0) / 1e9, round(top, 3)))
+    return {"worst": worst, "per_key": per_key, "over_time": downsample(pts)}

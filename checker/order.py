@@ -1,0 +1,321 @@
+"""Order anomalies: do consumers and producers move through each key's log in order?
+
+Positions are dense indices (rank among the key's non-empty offsets), so a gap
+left by a transaction marker or aborted records is never a skip. A record's
+position comes from the offset it was reported with, else from where its value
+sits in the log; records whose position is unknown are not judged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from .explain import op_name, val, values_text
+from .logs import Logs
+from .prepare import OpRec, Prepared
+
+Example = dict[str, Any]
+
+
+def _positions(
+    logs: Logs, effects: tuple[Any, ...]
+) -> dict[str, list[tuple[int | None, Any, Any, int]]]:
+    """key -> [(dense position, value, offset, micro-op index), ...] in op order."""
+    out: dict[str, list[tuple[int | None, Any, Any, int]]] = {}
+    keys = logs.keys
+    for k, v, o, i in effects:
+        kl = keys.get(k)
+        d = None if kl is None else kl.pos(o, v)
+        lst = out.get(k)
+        if lst is None:
+            out[k] = [(d, v, o, i)]
+        else:
+            lst.append((d, v, o, i))
+    return out
+
+
+def _skipped(logs: Logs, k: str, lo: int, hi: int) -> list[Any]:
+    """Values at dense positions lo..hi-1 of key k."""
+    return logs.keys[k].values[lo:hi]
+
+
+def _off(logs: Logs, k: str, d: int) -> int:
+    return logs.keys[k].offsets[d]
+
+
+def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
+    """int-poll-skip, int-nonmonotonic-poll, int-send-skip, int-nonmonotonic-send."""
+    res: dict[str, list[Example]] = {
+        "int-poll-skip": [],
+        "int-nonmonotonic-poll": [],
+        "int-send-skip": [],
+        "int-nonmonotonic-send": [],
+    }
+    for r in p.ops:
+        if r.reads:
+            for k, lst in _positions(logs, r.reads).items():
+                if len(lst) < 2 or k in r.rebalanced:
+                    continue
+                _pairs(
+                    logs,
+                    r,
+                    k,
+                    lst,
+                    "poll",
+                    res["int-poll-skip"],
+                    res["int-nonmonotonic-poll"],
+                    limit,
+                )
+        if len(r.writes) > 1:
+            for k, lst in _positions(logs, r.writes).items():
+                if len(lst) < 2:
+                    continue
+                _pairs(
+                    logs,
+                    r,
+                    k,
+                    lst,
+                    "send",
+                    res["int-send-skip"],
+                    res["int-nonmonotonic-send"],
+                    limit,
+                )
+    return res
+
+
+def _pairs(
+    logs: Logs,
+    r: OpRec,
+    k: str,
+    lst: list[tuple[int | None, Any, Any, int]],
+    kind: str,
+    skips: list[Example],
+    nonmono: list[Example],
+    limit: int,
+) -> None:
+    verb = "read" if kind == "poll" else "sent"
+    for (d1, v1, _o1, i1), (d2, v2, _o2, i2) in itertools.pairwise(lst):
+        if d1 is None or d2 is None:
+            continue
+        delta = d2 - d1
+        if delta == 1:
+            continue
+        o1, o2 = _off(logs, k, d1), _off(logs, k, d2)
+        ex: Example = {
+            "key": k,
+            "values": [v1, v2],
+            "offsets": [o1, o2],
+            "delta": delta,
+            "ops": [r.index],
+        }
+        if delta > 1:
+            sk = _skipped(logs, k, d1 + 1, d2)
+            ex["skipped"] = sk[:32]
+            if len(skips) < limit * 4:
+                if kind == "poll":
+                    what = (
+                        f"but the log holds {len(sk)} record(s) between them "
+                        f"({values_text(sk)}): the op's consumer skipped them within one op."
+                    )
+                else:
+                    what = (
+                        f"and {len(sk)} record(s) of other producers ({values_text(sk)}) "
+                        f"landed between them; this interleaving is normal for Kafka."
+                    )
+                ex["explanation"] = (
+                    f"{op_name(r)} {verb} value {val(v1)} of key {k} at offset {o1} "
+                    f"(micro-op {i1}) then {val(v2)} at offset {o2} (micro-op {i2}), {what}"
+                )
+            skips.append(ex)
+        else:
+            if len(nonmono) < limit * 4:
+                how = "the same position again" if delta == 0 else f"{-delta} position(s) earlier"
+                ex["explanation"] = (
+                    f"{op_name(r)} {verb} value {val(v1)} of key {k} at offset {o1} "
+                    f"(micro-op {i1}) and then {val(v2)} at offset {o2} (micro-op {i2}), "
+                    f"{how} in the log: within one op, {'reads' if kind == 'poll' else 'sends'} "
+                    f"of a key must move strictly forward."
+                )
+            nonmono.append(ex)
+
+
+def _by_process(p: Prepared) -> dict[Any, list[OpRec]]:
+    out: dict[Any, list[OpRec]] = {}
+    for r in sorted(p.ops, key=lambda r: r.inv_pos if r.comp_pos is None else r.comp_pos):
+        out.setdefault(r.process, []).append(r)
+    return out
+
+
+def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
+    """poll-skip and nonmonotonic-poll: each consumer's successive ok reads of a key.
+
+    State per process and key: `lo`, the position of the last record an ok op read,
+    and `hi` >= lo, the furthest position a failed or indeterminate op read since.
+    After such an op the driver rewinds to where it began reading (DESIGN.md 4), but
+    another driver may not: the next ok read may start anywhere in lo+1 .. hi+1.
+    It is a skip beyond hi+1 and nonmonotonic at or before lo. Assign keeps the
+    state of keys still assigned (a seek to the beginning forgets all), subscribe
+    keeps those still named, a crash forgets the process, rebalanced keys (its
+    rebalance_log) are forgotten for the op that reports them.
+    """
+    skips: list[Example] = []
+    nonmono: list[Example] = []
+    ops = p.ops
+    for _proc, rs in _by_process(p).items():
+        state: dict[
+            str, tuple[int, int, int, int | None]
+        ] = {}  # key -> (lo, hi, op id, failed op id)
+        for r in rs:
+            f = r.f
+            if f in ("assign", "subscribe"):
+                if r.type == "fail":
+                    continue
+                if r.seek or r.keys is None:
+                    state = {}
+                else:
+                    ks = set(r.keys)
+                    state = {k: s for k, s in state.items() if k in ks}
+                continue
+            if f == "crash":
+                state = {}
+                continue
+            if not r.reads:
+                continue
+            pos = _positions(logs, r.reads)
+            if r.type != "ok":
+                for k, lst in pos.items():
+                    ds = [d for d, *_ in lst if d is not None]
+                    s = state.get(k)
+                    if s is not None and ds:
+                        state[k] = (s[0], max(s[1], max(ds)), s[2], r.id)
+                continue
+            for k, lst in pos.items():
+                s = state.get(k)
+                if k in r.rebalanced:
+                    s = None
+                d1, v1, _o1, i1 = lst[0]
+                if s is not None and d1 is not None:
+                    lo, hi, last_id, failed_id = s
+                    if d1 <= lo or d1 > hi + 1:
+                        prev = ops[last_id]
+                        ex = _poll_example(
+                            logs,
+                            k,
+                            prev,
+                            r,
+                            lo,
+                            hi,
+                            d1,
+                            v1,
+                            i1,
+                            failed_id,
+                            p,
+                            len(skips) < limit * 4 if d1 > lo else len(nonmono) < limit * 4,
+                        )
+                        (nonmono if d1 <= lo else skips).append(ex)
+                last = [d for d, *_ in lst if d is not None]
+                if last:
+                    state[k] = (last[-1], last[-1], r.id, None)
+                else:
+                    state.pop(k, None)
+    return {"poll-skip": skips, "nonmonotonic-poll": nonmono}
+
+
+def _poll_example(
+    logs: Logs,
+    k: str,
+    prev: OpRec,
+    r: OpRec,
+    lo: int,
+    hi: int,
+    d1: int,
+    v1: Any,
+    i1: int,
+    failed_id: int | None,
+    p: Prepared,
+    explain: bool,
+) -> Example:
+    kl = logs.keys[k]
+    pv, po = kl.values[lo], kl.offsets[lo]
+    o1 = kl.offsets[d1]
+    delta = d1 - lo
+    ex: Example = {
+        "key": k,
+        "values": [pv, v1],
+        "offsets": [po, o1],
+        "delta": delta,
+        "ops": [prev.index, r.index],
+        "process": r.process,
+    }
+    note = ""
+    if failed_id is not None:
+        note = (
+            f" (In between, {op_name(p.ops[failed_id])} read up to offset "
+            f"{kl.offsets[hi]} and did not succeed.)"
+        )
+    if d1 > lo:
+        sk = kl.values[hi + 1 : d1]
+        ex["skipped"] = sk[:32]
+        if explain:
+            ex["explanation"] = (
+                f"Process {r.process}'s {op_name(prev)} last read value {val(pv)} of key {k} at "
+                f"offset {po}; its next ok read, {op_name(r)}, began at value {val(v1)}, offset "
+                f"{o1} (micro-op {i1}), jumping over {len(sk)} record(s) it never read: "
+                f"{values_text(sk)}.{note}"
+            )
+    elif explain:
+        how = "the same record again" if delta == 0 else f"{-delta} record(s) back"
+        ex["explanation"] = (
+            f"Process {r.process}'s {op_name(prev)} last read value {val(pv)} of key {k} at "
+            f"offset {po}; its next ok read, {op_name(r)}, began at value {val(v1)}, offset {o1} "
+            f"(micro-op {i1}): {how}, although the consumer was neither reassigned nor "
+            f"rewound.{note}"
+        )
+    return ex
+
+
+def sends(p: Prepared, logs: Logs, limit: int) -> list[Example]:
+    """nonmonotonic-send: a producer's next send to a key lands at or before its previous one."""
+    out: list[Example] = []
+    ops = p.ops
+    for _proc, rs in _by_process(p).items():
+        state: dict[str, tuple[int, int, Any]] = {}  # key -> (position, op id, value)
+        for r in rs:
+            if r.f == "crash":
+                state = {}
+                continue
+            if not r.writes or r.type == "fail":
+                continue
+            if r.type == "info" and not logs.committed[r.id]:
+                continue
+            for k, lst in _positions(logs, r.writes).items():
+                known = [(d, v, i) for d, v, _o, i in lst if d is not None]
+                if not known:
+                    continue
+                d1, v1, i1 = known[0]
+                s = state.get(k)
+                if s is not None and d1 <= s[0]:
+                    prev = ops[s[1]]
+                    kl = logs.keys[k]
+                    ex: Example = {
+                        "key": k,
+                        "values": [s[2], v1],
+                        "offsets": [kl.offsets[s[0]], kl.offsets[d1]],
+                        "delta": d1 - s[0],
+                        "ops": [prev.index, r.index],
+                        "process": r.process,
+                    }
+                    if len(out) < limit * 4:
+                        ex["explanation"] = (
+                            f"Process {r.process}'s {op_name(prev)} sent value {val(s[2])} to key "
+                            f"{k}, which landed at offset {kl.offsets[s[0]]}; its next send to "
+                            f"that key, value {val(v1)} in {op_name(r)} (micro-op {i1}), landed "
+                            f"at offset {kl.offsets[d1]}, before it. One producer's records "
+                            f"must land in the order it sent them."
+                        )
+                    out.append(ex)
+                dl, vl, _il = known[-1]
+                if s is None or dl > s[0]:
+                    state[k] = (dl, r.id, vl)
+    return out

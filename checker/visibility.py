@@ -1,0 +1,316 @@
+"""What the log holds versus what was acknowledged and read.
+
+inconsistent-offsets, duplicate, lost-write, unseen, G1a, precommitted-read and
+ktrial's torn-transaction. Each function returns a list of examples (dicts with
+an "explanation"), in no particular order; results.py ranks and trims them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .explain import offset_text, op_name, val, values_text
+from .logs import Logs
+from .prepare import OpRec, Prepared
+
+Example = dict[str, Any]
+COMMITTED_NOTE = " (its op must have committed: another of its values was read)"
+
+
+def _sort_values(vs: Any) -> list[Any]:
+    try:
+        return sorted(vs)
+    except TypeError:
+        return sorted(vs, key=repr)
+
+
+def _ops_touching(
+    p: Prepared, key: str, pairs: set[tuple[Any, Any]]
+) -> Iterator[tuple[OpRec, str, Any, Any]]:
+    """Ops that wrote or read one of the (offset, value) pairs of `key` (for examples only)."""
+    for r in p.ops:
+        for k, v, o, _i in r.writes:
+            if k == key and (o, v) in pairs:
+                yield r, "sent", o, v
+        for k, v, o, _i in r.reads:
+            if k == key and (o, v) in pairs:
+                yield r, "read", o, v
+
+
+def inconsistent_offsets(p: Prepared, logs: Logs, limit: int) -> list[Example]:
+    out: list[Example] = []
+    items = sorted(logs.conflicts.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1]))
+    for n, ((k, o), vs) in enumerate(items):
+        values = _sort_values(vs)
+        ex: Example = {"key": k, "offset": o, "values": values}
+        if n < limit:
+            who = []
+            ops: list[int] = []
+            for r, verb, _o, v in _ops_touching(p, k, {(o, v) for v in vs}):
+                if len(who) < 6:
+                    who.append(f"{op_name(r)} {verb} {val(v)}")
+                ops.append(r.index)
+            ex["ops"] = sorted(set(ops))
+            ex["explanation"] = (
+                f"Key {k} holds {len(values)} different values at offset {o}: "
+                f"{values_text(values)}. One offset of a partition holds exactly one record, "
+                f"so clients disagree about the log: " + "; ".join(who) + "."
+            )
+        out.append(ex)
+    return out
+
+
+def duplicates(p: Prepared, logs: Logs, limit: int) -> list[Example]:
+    out: list[Example] = []
+    items = sorted(logs.dups.items(), key=lambda kv: (-len(kv[1]), kv[0][0], repr(kv[0][1])))
+    for n, ((k, v), offs) in enumerate(items):
+        offsets = sorted(offs)
+        ex: Example = {"key": k, "value": v, "offsets": offsets, "count": len(offsets)}
+        if n < limit:
+            w = p.writer_of.get(k, {}).get(v)
+            writer = f"It was sent by {op_name(p.ops[w])}. " if w is not None else ""
+            who = []
+            ops = [] if w is None else [p.ops[w].index]
+            for r, verb, o, _v in _ops_touching(p, k, {(o, v) for o in offs}):
+                if len(who) < 6:
+                    who.append(f"{op_name(r)} {verb} it at offset {o}")
+                ops.append(r.index)
+            ex["ops"] = sorted(set(ops))
+            ex["explanation"] = (
+                f"Value {val(v)} of key {k} sits at {len(offsets)} offsets "
+                f"({', '.join(map(str, offsets))}); each value is sent once, so it must appear "
+                f"once. {writer}" + "; ".join(who) + "."
+            )
+        out.append(ex)
+    return out
+
+
+def _find_ok_reader(p: Prepared, key: str, value: Any) -> OpRec | None:
+    for r in p.ops:
+        if r.type == "ok":
+            for k, v, _o, _i in r.reads:
+                if k == key and v == value:
+                    return r
+    return None
+
+
+def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
+    """Committed values never read by ok ops though ok ops read past their position.
+
+    With offsets: the bound of a key is the furthest (dense) position of a value an
+    ok op read; every value whose last position is at or below it must have been
+    read by some ok op. Without offsets (e.g. Queen's -1 for transactional sends)
+    the order comes from real time: a value acknowledged before another value's
+    writer was even invoked lies before it in the log.
+    """
+    out: list[Example] = []
+    explained_keys: dict[str, OpRec | None] = {}
+    for k in sorted(p.ok_reads):
+        reads = p.ok_reads[k]
+        kl = logs.keys.get(k)
+        writers = p.writer_of.get(k, {})
+        # --- by log position
+        if kl is not None:
+            bound = -1
+            vmax: Any = None
+            for v in reads:
+                d = kl.first.get(v)
+                if d is not None and d > bound:
+                    bound, vmax = d, v
+            if bound >= 0:
+                cand = set(kl.values[: bound + 1])
+                for (ck, co), vs in logs.conflicts.items():
+                    if ck == k and kl.dense[co] <= bound:
+                        cand |= vs
+                cand -= reads
+                for v in _sort_values(cand):
+                    if kl.last.get(v, 0) > bound:
+                        continue
+                    w = writers.get(v)
+                    if w is None or not logs.committed[w]:
+                        continue
+                    wr = p.ops[w]
+                    d = kl.first[v]
+                    o = kl.offsets[d]
+                    ex: Example = {
+                        "key": k,
+                        "value": v,
+                        "offset": o,
+                        "max_read_offset": kl.offsets[bound],
+                        "max_read_value": vmax,
+                        "writer": wr.index,
+                        "ops": [wr.index],
+                    }
+                    if len(out) < limit * 4:
+                        if k not in explained_keys:
+                            explained_keys[k] = _find_ok_reader(p, k, vmax)
+                        mr = explained_keys[k]
+                        ex["explanation"] = (
+                            f"{op_name(wr)} sent value {val(v)} to key {k}, which landed at "
+                            f"offset {o}{'' if wr.type == 'ok' else COMMITTED_NOTE}"
+                            f". No ok op ever read it, although "
+                            + (f"{op_name(mr)}" if mr else "an ok op")
+                            + f" read value {val(vmax)} at the later offset {kl.offsets[bound]}: "
+                            f"consumers read past it, so the acknowledged write was lost."
+                        )
+                        if mr is not None:
+                            ex["max_reader"] = mr.index
+                            ex["ops"] = [wr.index, mr.index]
+                    out.append(ex)
+        # --- by real time, for values whose offset nobody knows
+        latest: tuple[int, Any, int] | None = None  # (invoke pos of writer, value, writer id)
+        for v in reads:
+            w = writers.get(v)
+            if w is not None:
+                ip = p.ops[w].inv_pos
+                if latest is None or ip > latest[0]:
+                    latest = (ip, v, w)
+        if latest is None:
+            continue
+        for v, w in writers.items():
+            wr = p.ops[w]
+            if (
+                wr.type != "ok"
+                or v in reads
+                or (kl is not None and v in kl.first)
+                or wr.comp_pos is None
+                or wr.comp_pos >= latest[0]
+            ):
+                continue
+            later = p.ops[latest[2]]
+            ex = {
+                "key": k,
+                "value": v,
+                "offset": None,
+                "max_read_value": latest[1],
+                "writer": wr.index,
+                "ops": [wr.index, later.index],
+            }
+            if len(out) < limit * 4:
+                ex["explanation"] = (
+                    f"{op_name(wr)} sent value {val(v)} to key {k} at an unknown offset and was "
+                    f"acknowledged before {op_name(later)} was invoked to send value "
+                    f"{val(latest[1])} to the same key, so {val(v)} lies earlier in the log. "
+                    f"Ok ops read {val(latest[1])} but no ok op ever read {val(v)}: it was lost."
+                )
+            out.append(ex)
+    return out
+
+
+def unseen(p: Prepared, limit: int) -> list[Example]:
+    """Per key: values sent by ok ops that no ok op ever read."""
+    per_key: dict[str, list[tuple[Any, int]]] = {}
+    for r in p.ops:
+        if r.type != "ok" or not r.writes:
+            continue
+        for k, v, _o, _i in r.writes:
+            s = p.ok_reads.get(k)
+            if s is None or v not in s:
+                per_key.setdefault(k, []).append((v, r.id))
+    out: list[Example] = []
+    for k in sorted(per_key, key=lambda k: -len(per_key[k])):
+        items = per_key[k]
+        values = _sort_values({v for v, _ in items})
+        first_w = p.ops[items[0][1]]
+        out.append(
+            {
+                "key": k,
+                "count": len(values),
+                "values": values[:32],
+                "ops": sorted({p.ops[w].index for _v, w in items})[:32],
+                "explanation": (
+                    f"{len(values)} value(s) sent to key {k} by ok ops were never read by any "
+                    f"ok op: {values_text(values)}. For example {op_name(first_w)} sent "
+                    f"{val(items[0][0])}. If the run ended with a complete drain these writes "
+                    f"are lost; otherwise consumers were still behind."
+                ),
+            }
+        )
+    return out
+
+
+def g1a(p: Prepared, limit: int) -> list[Example]:
+    """Ok ops that read a value only a failed (aborted) op wrote."""
+    out: list[Example] = []
+    for r in p.ops:
+        if r.type != "ok" or not r.reads:
+            continue
+        for k, v, o, i in r.reads:
+            w = p.writer_of.get(k, {}).get(v)
+            if w is None:
+                continue
+            wr = p.ops[w]
+            if wr.type != "fail":
+                continue
+            ex: Example = {
+                "key": k,
+                "value": v,
+                "offset": o,
+                "writer": wr.index,
+                "reader": r.index,
+                "ops": [wr.index, r.index],
+            }
+            if len(out) < limit * 4:
+                ex["explanation"] = (
+                    f"{op_name(r)} read value {val(v)} of key {k} at {offset_text(o)} "
+                    f"(micro-op {i}), but the only op that sent it, {op_name(wr)}, failed: "
+                    f"its transaction aborted, so a read_committed consumer must never see it."
+                )
+            out.append(ex)
+    return out
+
+
+def precommitted_reads(p: Prepared, limit: int) -> list[Example]:
+    """An op whose polls returned a value the same op sent (before it could have committed)."""
+    out: list[Example] = []
+    for r in p.ops:
+        if not r.reads or not r.writes:
+            continue
+        sent = {(k, v): (o, i) for k, v, o, i in r.writes}
+        for k, v, o, i in r.reads:
+            s = sent.get((k, v))
+            if s is None:
+                continue
+            ex: Example = {"key": k, "value": v, "offset": o, "ops": [r.index]}
+            if len(out) < limit * 4:
+                ex["explanation"] = (
+                    f"{op_name(r)} sent value {val(v)} to key {k} (micro-op {s[1]}) and its own "
+                    f"poll (micro-op {i}) returned that value at {offset_text(o)}. A transaction's "
+                    f"records are invisible to read_committed consumers until it commits, which "
+                    f"is after the op's polls."
+                )
+            out.append(ex)
+    return out
+
+
+def torn_transactions(p: Prepared, logs: Logs, lost: list[Example], limit: int) -> list[Example]:
+    """Committed ops whose values are visible on some keys and lost on others."""
+    lost_by_writer: dict[int, list[tuple[str, Any]]] = {}
+    for ex in lost:
+        w = p.writer_of[ex["key"]][ex["value"]]
+        lost_by_writer.setdefault(w, []).append((ex["key"], ex["value"]))
+    out: list[Example] = []
+    for w, lost_kv in sorted(lost_by_writer.items()):
+        r = p.ops[w]
+        seen = [(k, v) for k, v, _o, _i in r.writes if v in p.ok_reads.get(k, ())]
+        if not seen:
+            continue
+        lost_txt = ", ".join(f"{val(v)} to key {k}" for k, v in lost_kv[:6])
+        seen_txt = ", ".join(f"{val(v)} to key {k}" for k, v in seen[:6])
+        out.append(
+            {
+                "ops": [r.index],
+                "visible": [[k, v] for k, v in seen],
+                "lost": [[k, v] for k, v in lost_kv],
+                "keys_visible": sorted({k for k, _ in seen}),
+                "keys_lost": sorted({k for k, _ in lost_kv}),
+                "explanation": (
+                    f"{op_name(r)} committed a transaction that sent {seen_txt} and {lost_txt}. "
+                    f"Consumers read the first ({len(seen)} value(s)) but the rest "
+                    f"({len(lost_kv)} value(s)) were lost although later records of those keys "
+                    f"were read: the transaction was applied only in part."
+                ),
+            }
+        )
+    return out

@@ -1,0 +1,209 @@
+"""`ktrial check PATH`: re-check a stored history and write results.json.
+
+PATH is a run directory (history.jsonl + test.json inside) or a history file
+(test.json is looked for beside it). Exit codes: 0 valid, 1 invalid, 2 unknown,
+254 for unusable input (the message names file:line and what to do).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from ..checker import CheckOptions, options_from_test_json
+from ..checker import check as run_check
+from ..histories.jsonl import HistoryError, TornLineWarning, iter_history
+from ..histories.model import Op
+
+EXIT_BY_VALID = {True: 0, False: 1, "unknown": 2}
+BIG_FILE = 32 * 1024 * 1024
+
+
+class InputError(click.ClickException):
+    """Unusable input: exit 254 whether run through ktrial's main() or click directly."""
+
+    exit_code = 254
+
+
+def locate(path: Path) -> tuple[Path, Path | None]:
+    """(history file, test.json or None) for a run directory or a history file."""
+    if path.is_dir():
+        hist = path / "history.jsonl"
+        if not hist.exists():
+            raise InputError(
+                f"{path}: no history.jsonl in this directory; pass a run directory "
+                f"(store/<test>/<run>) or the path of a history file"
+            )
+        test = path / "test.json"
+    elif path.exists():
+        hist = path
+        test = path.parent / "test.json"
+    else:
+        raise InputError(f"{path}: no such file or directory")
+    return hist, (test if test.exists() else None)
+
+
+def load_meta(test: Path | None) -> dict[str, Any]:
+    if test is None:
+        return {}
+    try:
+        meta = orjson.loads(test.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise InputError(
+            f"{test}: cannot read test metadata ({e}); fix or remove it, or pass "
+            f"--sub-via/--ww-deps explicitly"
+        ) from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{test}: test.json must hold a JSON object")
+    return meta
+
+
+def _with_progress(hist: Path) -> Iterator[Op]:
+    """Stream ops, showing a progress bar on a terminal for big files."""
+    size = hist.stat().st_size
+    if size < BIG_FILE or not sys.stderr.isatty():
+        yield from iter_history(hist)
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    total = 0
+    with hist.open("rb") as fh:
+        while chunk := fh.read(1 << 24):
+            total += chunk.count(b"\n")
+    with Progress(
+        TextColumn("reading {task.fields[name]}"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} ops"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as prog:
+        task = prog.add_task("read", total=total, name=hist.name)
+        for n, op in enumerate(iter_history(hist), 1):
+            if n % 20000 == 0:
+                prog.update(task, completed=n)
+            yield op
+        prog.update(task, completed=total)
+
+
+def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
+    verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[res["valid"]]
+    st = res["stats"]
+    lines = [
+        f"{hist}: {verdict}",
+        f"  {st['ops']:,} ops ({st['client_ops']:,} client ops, {st['nemesis_ops']:,} nemesis) "
+        f"over {st['duration_s']:g} s, {st['keys']} keys, {st['writes']:,} values sent, "
+        f"{st['reads']:,} records read; checked in {st['check_time_s']:g} s "
+        f"(sub_via={st['options']['sub_via']}, ww_deps={st['options']['ww_deps']})",
+    ]
+    if res["valid"] == "unknown" and not res["error_types"]:
+        lines.append("  nothing could be checked: no op read anything")
+    bad = set(res["bad_error_types"])
+    for name in res["error_types"]:
+        a = res["anomalies"][name]
+        tag = "BAD " if name in bad else "ok  "
+        lines.append(f"  {tag}{name}: {a['count']:,}")
+        if a["examples"]:
+            lines.append("        e.g. " + a["examples"][0].get("explanation", ""))
+    lag = res["metrics"]["realtime_lag"]["worst"]
+    if lag.get("key") is not None:
+        lines.append(
+            f"  worst realtime lag {lag['lag_ms']:,.0f} ms on key {lag['key']} "
+            f"(process {lag['process']}, t={lag['time_s']:.1f} s)"
+        )
+    lines.append(f"  results: {out}")
+    return "\n".join(lines)
+
+
+@click.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--sub-via",
+    type=click.Choice(["assign", "subscribe"]),
+    default=None,
+    help="How consumers got their partitions (default: test.json, else inferred).",
+)
+@click.option(
+    "--ww-deps/--no-ww-deps",
+    default=None,
+    help="Infer write-write edges from log order (default: test.json, else on).",
+)
+@click.option(
+    "--cycle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Cycle search budget per component (default 10).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write results.json (default: next to the history).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the results JSON instead of a summary."
+)
+@click.option(
+    "--max-examples",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Examples kept per anomaly type (default 8).",
+)
+@click.pass_context
+def check(
+    ctx: click.Context,
+    path: Path,
+    sub_via: str | None,
+    ww_deps: bool | None,
+    cycle_timeout: float | None,
+    out: Path | None,
+    as_json: bool,
+    max_examples: int | None,
+) -> None:
+    """Check the history in PATH (a run directory or a history.jsonl file).
+
+    Exit code 0 valid, 1 invalid, 2 unknown, 254 unusable input.
+    """
+    hist, test = locate(path)
+    meta = load_meta(test)
+    try:
+        opts: CheckOptions = options_from_test_json(
+            meta,
+            {
+                "sub_via": sub_via,
+                "ww_deps": ww_deps,
+                "cycle_timeout_s": cycle_timeout,
+                "max_examples": max_examples,
+            },
+        )
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{test}: bad checker option: {e}") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TornLineWarning)
+        try:
+            res = run_check(_with_progress(hist), opts, meta)
+        except HistoryError as e:
+            raise InputError(
+                f"{e}\n  The history is malformed at that line: fix or remove the line "
+                f"(a torn last line is skipped automatically), then run ktrial check again."
+            ) from None
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    out = out or hist.parent / "results.json"
+    try:
+        out.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    except OSError as e:
+        raise InputError(f"{out}: cannot write results ({e.strerror}); pass --out FILE") from None
+    if as_json:
+        click.echo(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    else:
+        click.echo(summary(res, hist, out))
+    ctx.exit(EXIT_BY_VALID[res["valid"]])
