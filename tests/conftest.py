@@ -1,0 +1,1 @@
+"""Shared pytest configuration. Integration fixtures live in tests/integration/conftest.py."""
