@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,35 @@ def start_balloon(
         raise Unsupported("the memory balloon needs stress-ng (apt-get install stress-ng)") from e
 
 
-def stop_balloon(proc: subprocess.Popen[bytes]) -> None:
-    """Kill the balloon's whole process group (stress-ng forks its workers)."""
+def balloon_pids(cg: cgroups.MemoryCgroup) -> list[int]:
+    """Processes in `cg` that carry the balloon mark (ours or a dead run's)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for pid in cg.pids():
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:  # exited meanwhile
+                continue
+            if ENV_MARK.encode() + b"=" in env:
+                found.append(pid)
+    return found
+
+
+def stop_balloon(proc: subprocess.Popen[bytes], cg: cgroups.MemoryCgroup | None = None) -> None:
+    """Kill the balloon's whole process group (stress-ng forks its workers) and wait
+    until none of its processes is left in the cgroup."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(10)
+    if cg is None:
+        return
+    deadline = time.monotonic() + 10
+    while (left := balloon_pids(cg)) and time.monotonic() < deadline:
+        for pid in left:  # a worker that left the process group
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 def _psi_totals(psi: dict[str, dict[str, float]] | None) -> dict[str, float]:
@@ -290,7 +314,7 @@ class MemoryFault(FaultBase):
         errors: list[str] = []
         for name, proc in self.balloons.items():
             try:
-                stop_balloon(proc)
+                stop_balloon(proc, self.windows[name].cg)
             except Exception as e:
                 errors.append(f"{name}: stopping the balloon: {e}")
         restored: dict[str, Any] = {}

@@ -29,6 +29,18 @@ def process_state(pid: int | None) -> str | None:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
+def wait_state(pid: int | None, state: str, timeout: float) -> bool:
+    """Wait until /proc/<pid>/stat shows `state`; False on timeout or if the pid is gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = process_state(pid)
+        if s == state:
+            return True
+        if s is None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
 def is_paused(node: Node) -> bool:
     flag = getattr(node, "paused", None)
     if isinstance(flag, bool) and flag:
@@ -105,6 +117,9 @@ class PauseFault(FaultBase):
         self.info = {"nodes": chosen}
         for name in chosen:
             nodes[name].pause()
+        # SIGSTOP takes effect asynchronously (every thread must reach the group stop):
+        # wait for it, so the recorded time is when the node really froze
+        self.info["frozen"] = [n for n in chosen if wait_state(nodes[n].pid, "T", 5.0)]
         self.ctx.record("pause", self.info)
         return self.info
 
