@@ -398,55 +398,78 @@ def repeat_within_poll(g: Generated, rng: random.Random) -> Fault | None:
 
 
 Session = tuple[Any, int, str]  # (process, assign/subscribe count, key)
-Read = tuple[dict[str, Any], Any, str]  # (op, its first poll map holding the key, key)
 
 
-def _consumer_reads(ops: Ops) -> dict[Session, list[Read]]:
-    """Each consumer session's ok reads of each key, one entry per op, in history order.
+@dataclass
+class _Read:
+    """One op's reads of one key: its first poll map holding the key, and all records."""
 
-    Sequences are cut at the process's assign/subscribe ops, so two neighbours in
-    a sequence are consecutive reads of one consumer with nothing re-positioning it
-    in between (fail/info ops may come between: the consumer rewinds after them).
+    op: dict[str, Any]
+    recs: dict[str, list[list[int]]]  # the first poll map of the op holding the key
+    key: Any  # the key as spelled in that map
+    records: list[list[int]]  # every record of the key the op read, in order
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.op["type"] == "ok")
+
+
+def _consumer_reads(ops: Ops) -> dict[Session, list[_Read]]:
+    """Each consumer session's reads of each key, one entry per op, in history order.
+
+    Sequences are cut at the process's assign/subscribe ops; non-ok reads stay in
+    them, so two ok neighbours are consecutive reads of one consumer with nothing
+    moving it in between.
     """
-    seqs: dict[Session, list[Read]] = {}
+    seqs: dict[Session, list[_Read]] = {}
     session: dict[Any, int] = {}
     for d in ops:
         p = d["process"]
         if d["f"] in ("assign", "subscribe"):
             session[p] = session.get(p, 0) + 1
             continue
-        if d["type"] != "ok" or not _data(d):
+        if d["type"] == "invoke" or not _data(d):
             continue
-        seen: set[str] = set()
+        mine: dict[str, _Read] = {}
         for recs in _polls(d):
             for kk, pairs in recs.items():
-                if pairs and str(kk) not in seen:
-                    seen.add(str(kk))
-                    seqs.setdefault((p, session.get(p, 0), str(kk)), []).append((d, recs, kk))
+                if not pairs:
+                    continue
+                r = mine.get(str(kk))
+                if r is None:
+                    mine[str(kk)] = _Read(d, recs, kk, [list(x) for x in pairs])
+                else:
+                    r.records.extend(list(x) for x in pairs)
+        for k, r in mine.items():
+            seqs.setdefault((p, session.get(p, 0), k), []).append(r)
     return seqs
+
+
+def _ok_pairs(ops: Ops) -> Iterator[tuple[_Read, _Read]]:
+    """Consecutive reads of a key by one consumer session, both ok, nothing between."""
+    for seq in _consumer_reads(ops).values():
+        for a, b in itertools.pairwise(seq):
+            if a.ok and b.ok and str(a.key) not in _rebalanced(b.op):
+                yield a, b
 
 
 def repeat_reads(g: Generated, rng: random.Random) -> Fault | None:
     """A consumer's poll re-delivers what its previous poll of that key returned."""
     ops = copy.deepcopy(g.ops)
-    cands = []
-    for seq in _consumer_reads(ops).values():
-        for (a, arecs, ak), (b, brecs, bk) in itertools.pairwise(seq):
-            if str(ak) not in _rebalanced(b):
-                cands.append((a, arecs, ak, b, brecs, bk))
+    cands = list(_ok_pairs(ops))
     if not cands:
         return None
-    a, arecs, ak, b, brecs, bk = rng.choice(cands)
-    again = [list(r) for r in arecs[ak]]
-    brecs[bk] = again + brecs[bk]
+    a, b = rng.choice(cands)
+    again = [list(r) for r in a.records]
+    b.recs[b.key] = again + b.recs[b.key]
     return Fault(
         "nonmonotonic-poll",
         ops,
         frozenset({"nonmonotonic-poll"}),
         frozenset(),
-        str(ak),
-        (*tuple(r[1] for r in again), brecs[bk][len(again)][1]),
-        f"op {b['index']} re-reads key {ak} from {again[0][1]} after op {a['index']}",
+        str(a.key),
+        (*(r[1] for r in again), b.records[0][1]),
+        f"op {b.op['index']} re-reads key {a.key} from {again[0][1]} after op {a.op['index']}",
     )
 
 
@@ -484,25 +507,25 @@ def poll_skip(g: Generated, rng: random.Random) -> Fault | None:
     """
     ops = copy.deepcopy(g.ops)
     reads = _ok_read_count(ops)
-    cands = []
-    for seq in _consumer_reads(ops).values():
-        for (_a, _arecs, ak), (b, brecs, bk) in itertools.pairwise(seq):
-            pairs = brecs[bk]
-            if len(pairs) >= 2 and reads.get(pairs[0][1], 0) >= 2 and str(ak) not in _rebalanced(b):
-                cands.append((b, brecs, bk))
+    cands = [
+        (a, b)
+        for a, b in _ok_pairs(ops)
+        if len(b.recs[b.key]) >= 2 and reads.get(b.recs[b.key][0][1], 0) >= 2
+    ]
     if not cands:
         return None
-    b, brecs, bk = rng.choice(cands)
-    v = brecs[bk][0][1]
-    del brecs[bk][0]
+    _a, b = rng.choice(cands)
+    pairs = b.recs[b.key]
+    v = pairs[0][1]
+    del pairs[0]
     return Fault(
         "poll-skip",
         ops,
         frozenset({"poll-skip"}),
         frozenset(),
-        str(bk),
-        (v, brecs[bk][0][1]),
-        f"op {b['index']} starts key {bk} one past {v}",
+        str(b.key),
+        (v, pairs[0][1]),
+        f"op {b.op['index']} starts key {b.key} one past {v}",
     )
 
 
