@@ -1,0 +1,551 @@
+"""The confluent-kafka (librdkafka) driver: default client of every workload.
+
+Each instance is one logical process: a producer (transactional when the run is
+transactional) and a read_committed consumer with auto-commit off. librdkafka
+does its I/O in C threads and releases the GIL in blocking calls, so many
+drivers in worker threads run concurrently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import confluent_kafka as ck
+from confluent_kafka import KafkaError, KafkaException
+
+from . import errors
+from .driver import Completion, KeyMap
+
+# Settings a careful tester chooses: durable acks, idempotence, read_committed,
+# no auto-commit, and short timeouts so that faults surface as `info` ops within
+# seconds instead of hanging workers. Every one is overridable and written to test.json.
+DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 0,
+    "max.in.flight.requests.per.connection": 5,
+    "request.timeout.ms": 5000,
+    "message.timeout.ms": 10000,
+    "socket.timeout.ms": 5000,
+    "socket.connection.setup.timeout.ms": 5000,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1000,
+    "retry.backoff.ms": 50,
+    "metadata.max.age.ms": 10000,
+    "topic.metadata.refresh.interval.ms": 5000,
+}
+DEFAULT_TXN_PRODUCER_CONFIG: dict[str, Any] = {
+    # librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+    "transaction.timeout.ms": 10000,
+}
+DEFAULT_CONSUMER_CONFIG: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    "isolation.level": "read_committed",
+    "enable.partition.eof": False,
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 1000,
+    "max.poll.interval.ms": 60000,
+    "fetch.wait.max.ms": 50,
+    "socket.timeout.ms": 5000,
+    "socket.connection.setup.timeout.ms": 5000,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1000,
+    "metadata.max.age.ms": 10000,
+    "topic.metadata.refresh.interval.ms": 5000,
+}
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    """Everything a confluent driver needs; shared by every process of a run."""
+
+    bootstrap: str
+    keys: KeyMap
+    group_id: str
+    txn: bool = False
+    idempotence: bool = True
+    sub_via: str = "assign"
+    txn_id_prefix: str = "ktrial"
+    poll_ms: int = 100
+    max_poll_records: int = 500
+    producer_overrides: dict[str, Any] = field(default_factory=dict)
+    consumer_overrides: dict[str, Any] = field(default_factory=dict)
+    # Upper bound on one blocking client call (flush, commit, abort, send_offsets).
+    op_timeout_s: float = 15.0
+
+    def producer_config(self) -> dict[str, Any]:
+        c = dict(DEFAULT_PRODUCER_CONFIG)
+        c["enable.idempotence"] = self.idempotence
+        if not self.idempotence:
+            c.pop("max.in.flight.requests.per.connection", None)
+        if self.txn:
+            c.update(DEFAULT_TXN_PRODUCER_CONFIG)
+        c.update(self.producer_overrides)
+        c["bootstrap.servers"] = self.bootstrap
+        return c
+
+    def consumer_config(self) -> dict[str, Any]:
+        c = dict(DEFAULT_CONSUMER_CONFIG)
+        c.update(self.consumer_overrides)
+        c["bootstrap.servers"] = self.bootstrap
+        c["group.id"] = self.group_id
+        return c
+
+
+Records = dict[str, list[list[Any]]]  # JSON object keys are strings
+
+
+class ConfluentDriver:
+    """A producer and a consumer for one process; see :class:`.driver.Driver`."""
+
+    def __init__(
+        self,
+        cfg: DriverConfig,
+        process: int,
+        slot: int,
+        consume: bool = True,
+        produce: bool = True,
+    ) -> None:
+        self.cfg = cfg
+        self.process = process
+        pconf = cfg.producer_config()
+        if cfg.txn and produce:
+            # One transactional.id per worker slot: a successor process fences its
+            # predecessor at init_transactions, which also settles a transaction the
+            # predecessor left with an unknown outcome, so read_committed readers are
+            # not blocked until transaction.timeout.ms.
+            pconf["transactional.id"] = f"{cfg.txn_id_prefix}-w{slot}"
+        pconf["client.id"] = f"ktrial-p{process}"
+        self.producer: ck.Producer | None = ck.Producer(pconf) if produce else None
+        self.consumer: ck.Consumer | None = None
+        self.assigned: list[int] = []
+        self.rebalance_log: list[dict[str, Any]] = []
+        try:
+            if cfg.txn and self.producer is not None:
+                self.producer.init_transactions(cfg.op_timeout_s)
+            if consume:
+                cconf = cfg.consumer_config()
+                cconf["client.id"] = f"ktrial-p{process}"
+                self.consumer = ck.Consumer(cconf)
+        except BaseException:
+            self.close(abrupt=True)
+            raise
+
+    # -------------------------------------------------------------------- public API
+    def execute(self, f: str, value: list[Any], abort: bool = False) -> Completion:
+        if f == "send":
+            return self._sends(value)
+        if f == "poll":
+            return self._poll_op()
+        if f == "txn":
+            return self._txn(value, abort)
+        raise ValueError(f"confluent driver: unknown op f={f!r} (expected send, poll or txn)")
+
+    def positions(self, keys: Sequence[int]) -> dict[int, int]:
+        """The consumer's next offset per key (negative when it has not read yet)."""
+        c = self._require_consumer()
+        tps = c.position([self._ck_tp(k) for k in keys])
+        return {self.cfg.keys.key_of(tp.topic, tp.partition): tp.offset for tp in tps}
+
+    def assign(self, keys: Sequence[int], from_beginning: bool = False) -> Completion:
+        c = self._require_consumer()
+        keys = sorted(set(keys))
+        try:
+            if from_beginning:
+                c.assign([self._ck_tp(k, ck.OFFSET_BEGINNING) for k in keys])
+                self.assigned = list(keys)
+            elif self.cfg.sub_via == "subscribe":
+                self.rebalance_log = []
+                c.subscribe(
+                    self.cfg.keys.topics(keys),
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_revoke,
+                )
+            else:
+                # Keep the position of keys we keep; new keys start at the group's
+                # committed offset (earliest when none).
+                keep = {k for k in keys if k in self.assigned}
+                pos = {}
+                if keep:
+                    for tp in c.position([self._ck_tp(k) for k in sorted(keep)]):
+                        pos[self.cfg.keys.key_of(tp.topic, tp.partition)] = tp.offset
+                tps = []
+                for k in keys:
+                    off = pos.get(k, ck.OFFSET_STORED)
+                    tps.append(self._ck_tp(k, off if off >= 0 else ck.OFFSET_STORED))
+                c.assign(tps)
+                self.assigned = list(keys)
+        except (KafkaException, RuntimeError) as e:
+            v = errors.classify(e, "poll")
+            return Completion(v.type, keys, v.error, retire=True)
+        return Completion("ok", keys)
+
+    def close(self, abrupt: bool = False) -> None:
+        p, self.producer = self.producer, None
+        c, self.consumer = self.consumer, None
+        if p is not None:
+            if abrupt:
+                # A crash: drop whatever is queued, never wait for acks.
+                with contextlib.suppress(KafkaException, RuntimeError):
+                    p.purge(True, True, False)
+            else:
+                p.flush(self.cfg.op_timeout_s)
+            del p
+        if c is not None:
+            try:
+                if not abrupt:
+                    c.close()
+            except (KafkaException, RuntimeError):
+                pass
+            del c
+
+    # ------------------------------------------------------------------------ helpers
+    def _require_consumer(self) -> ck.Consumer:
+        if self.consumer is None:
+            raise RuntimeError(f"process {self.process}: this driver was opened without a consumer")
+        return self.consumer
+
+    def _ck_tp(self, key: int, offset: int | None = None) -> ck.TopicPartition:
+        tp = self.cfg.keys.tp(key)
+        if offset is None:
+            return ck.TopicPartition(tp.topic, tp.partition)
+        return ck.TopicPartition(tp.topic, tp.partition, offset)
+
+    def _keys_of(self, tps: list[ck.TopicPartition]) -> list[int]:
+        out = []
+        for tp in tps:
+            try:
+                out.append(self.cfg.keys.key_of(tp.topic, tp.partition))
+            except KeyError:
+                continue
+        return sorted(out)
+
+    def _on_assign(self, consumer: ck.Consumer, tps: list[ck.TopicPartition]) -> None:
+        self.rebalance_log.append({"type": "assigned", "keys": self._keys_of(tps)})
+
+    def _on_revoke(self, consumer: ck.Consumer, tps: list[ck.TopicPartition]) -> None:
+        self.rebalance_log.append({"type": "revoked", "keys": self._keys_of(tps)})
+
+    def _current_tps(self) -> list[ck.TopicPartition]:
+        c = self._require_consumer()
+        if self.cfg.sub_via == "subscribe":
+            try:
+                return list(c.assignment())
+            except (KafkaException, RuntimeError):
+                return []
+        return [self._ck_tp(k) for k in self.assigned]
+
+    def _snapshot(self) -> list[ck.TopicPartition]:
+        """Where the consumer stands now, to rewind to after a fail/info op."""
+        tps = self._current_tps()
+        if not tps:
+            return []
+        try:
+            return list(self._require_consumer().position(tps))
+        except (KafkaException, RuntimeError):
+            return tps
+
+    def _rewind(self, snap: list[ck.TopicPartition]) -> bool:
+        """Seek back to `snap`. Kafka does not rewind a consumer when a txn aborts."""
+        c = self.consumer
+        if c is None or not snap:
+            return True
+        try:
+            if self.cfg.sub_via == "assign":
+                c.assign(
+                    [
+                        ck.TopicPartition(
+                            tp.topic,
+                            tp.partition,
+                            tp.offset if tp.offset >= 0 else ck.OFFSET_STORED,
+                        )
+                        for tp in snap
+                    ]
+                )
+                return True
+            current = {(tp.topic, tp.partition) for tp in c.assignment()}
+            todo = [tp for tp in snap if (tp.topic, tp.partition) in current]
+            unknown = [tp for tp in todo if tp.offset < 0]
+            if unknown:
+                committed = c.committed(
+                    [ck.TopicPartition(tp.topic, tp.partition) for tp in unknown],
+                    timeout=self.cfg.op_timeout_s,
+                )
+                known = {(tp.topic, tp.partition): tp.offset for tp in committed}
+                todo = [tp for tp in todo if tp.offset >= 0] + [
+                    ck.TopicPartition(t, p, o if o >= 0 else ck.OFFSET_BEGINNING)
+                    for (t, p), o in known.items()
+                ]
+            for tp in todo:
+                c.seek(tp)
+            return True
+        except (KafkaException, RuntimeError):
+            return False
+
+    def _poll_records(
+        self, into: Records, last: dict[tuple[str, int], int]
+    ) -> tuple[int, KafkaError | None]:
+        """One poll: wait up to poll_ms for a first record, then take what is buffered.
+
+        Adds records to `into` (key -> [[offset, value], ...], client order) and
+        the highest offset per partition to `last`; returns (records, bad error).
+        """
+        c = self._require_consumer()
+        msgs: list[ck.Message] = []
+        m = c.poll(self.cfg.poll_ms / 1000.0)
+        if m is not None:
+            msgs.append(m)
+            msgs.extend(c.consume(self.cfg.max_poll_records, 0))
+        n = 0
+        bad: KafkaError | None = None
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if not errors.consumer_event_is_benign(err) and bad is None:
+                    bad = err
+                continue
+            topic, part, off = m.topic(), m.partition(), m.offset()
+            try:
+                key = self.cfg.keys.key_of(topic, part)
+            except KeyError:
+                continue
+            raw = m.value()
+            into.setdefault(str(key), []).append([off, _decode(raw)])
+            last[(topic, part)] = off
+            n += 1
+        return n, bad
+
+    def _poll_op(self) -> Completion:
+        snap = self._snapshot()
+        self.rebalance_log = []
+        recs: Records = {}
+        last: dict[tuple[str, int], int] = {}
+        t0 = time.monotonic()
+        try:
+            _, bad = self._poll_records(recs, last)
+        except (KafkaException, RuntimeError) as e:
+            v = errors.classify(e, "poll")
+            ok = self._rewind(snap)
+            return self._done(v.type, [["poll", recs]], v.error, v.retire or not ok, t0)
+        if bad is not None:
+            ok = self._rewind(snap)
+            return self._done(
+                "info",
+                [["poll", recs]],
+                errors.describe(bad),
+                (not ok) or errors.must_retire(bad),
+                t0,
+            )
+        if last and not self.cfg.txn:
+            # Progress for the group, so the next process assigned this key starts here.
+            with contextlib.suppress(KafkaException, RuntimeError):
+                self._require_consumer().commit(
+                    offsets=[ck.TopicPartition(t, p, o + 1) for (t, p), o in last.items()],
+                    asynchronous=True,
+                )
+        return self._done("ok", [["poll", recs]], None, False, t0)
+
+    def _done(
+        self, type_: str, value: Any, error: Any, retire: bool, t0: float | None = None
+    ) -> Completion:
+        extra: dict[str, Any] = {}
+        if t0 is not None:
+            extra["poll_ms"] = self.cfg.poll_ms
+        if self.rebalance_log:
+            extra["rebalance_log"] = list(self.rebalance_log)
+        return Completion(type_, value, error, retire, extra)
+
+    def _require_producer(self) -> ck.Producer:
+        if self.producer is None:
+            raise RuntimeError(f"process {self.process}: this driver was opened without a producer")
+        return self.producer
+
+    def _produce(self, mops: list[Any], idx: list[int], results: list[Any]) -> None:
+        """Enqueue the sends `mops[i]` for i in idx; delivery reports fill `results[i]`."""
+        producer = self._require_producer()
+        for i in idx:
+            _, key, val = mops[i]
+            tp = self.cfg.keys.tp(key)
+
+            def cb(err: KafkaError | None, msg: ck.Message, i: int = i) -> None:
+                results[i] = err if err is not None else msg.offset()
+
+            producer.produce(
+                tp.topic, value=str(val).encode(), partition=tp.partition, on_delivery=cb
+            )
+
+    def _sends(self, mops: list[Any]) -> Completion:
+        results: list[Any] = [None] * len(mops)
+        refused: BaseException | None = None
+        sent = 0
+        for i in range(len(mops)):
+            try:
+                self._produce(mops, [i], results)
+                sent += 1
+            except (BufferError, KafkaException) as e:
+                refused = e
+                break
+        remaining = self._require_producer().flush(self.cfg.op_timeout_s) if sent else 0
+        value = [_send_result(m, results[i]) for i, m in enumerate(mops)]
+        verdicts = [errors.classify(r, "send") for r in results[:sent] if isinstance(r, KafkaError)]
+        retire = any(v.retire for v in verdicts)
+        if refused is not None:
+            verdicts.append(errors.classify(refused, "send"))
+        if remaining > 0 or any(r is None for r in results[:sent]):
+            err: Any = {
+                "name": "FlushTimeout",
+                "message": f"{remaining} sends unacknowledged after {self.cfg.op_timeout_s}s",
+            }
+            return Completion("info", value, err, retire)
+        if not verdicts:
+            return Completion("ok", value)
+        if sent == 0 and all(v.type == "fail" for v in verdicts):
+            return Completion("fail", value, verdicts[0].error, retire)
+        worst = next((v for v in verdicts if v.type == "info"), verdicts[0])
+        # Some sends may have succeeded while another failed: the op as a whole is unknown.
+        return Completion("info", value, worst.error, retire)
+
+    def copy_txn(self, route: dict[int, int], value_offset: int, abort: bool = False) -> Completion:
+        """The copy workload's consume-transform-produce step.
+
+        Poll the input (outside any transaction); if records came back, write each
+        value + `value_offset` to key `route[input key]` in one transaction that also
+        commits the consumed offsets with the consumer's group metadata. The
+        completion is ``[["poll", {...}], ["send", out_key, [offset, value]], ...]``.
+        """
+        snap = self._snapshot()
+        self.rebalance_log = []
+        recs: Records = {}
+        last: dict[tuple[str, int], int] = {}
+        try:
+            _, bad = self._poll_records(recs, last)
+        except (KafkaException, RuntimeError) as e:
+            bad = errors.as_kafka_error(e) or KafkaError(KafkaError._FAIL, str(e))
+        if bad is not None:
+            # Nothing was written: the op had no effect. Re-read from where it began.
+            ok = self._rewind(snap)
+            return self._done(
+                "fail", [["poll", recs]], errors.describe(bad), (not ok) or errors.must_retire(bad)
+            )
+        if not recs:
+            return self._done("ok", [["poll", {}]], None, False)
+        sends = [["send", route[int(k)], v + value_offset] for k, rs in recs.items() for _, v in rs]
+        return self._txn(sends, abort, pre=(recs, last, snap))
+
+    def _txn(
+        self,
+        mops: list[Any],
+        abort: bool,
+        pre: tuple[Records, dict[tuple[str, int], int], list[Any]] | None = None,
+    ) -> Completion:
+        p = self._require_producer()
+        if pre is None:
+            snap = self._snapshot() if self.consumer is not None else []
+            self.rebalance_log = []
+            last: dict[tuple[str, int], int] = {}
+            head: list[Any] = []
+        else:
+            recs0, last, snap = pre
+            head = [["poll", recs0]]
+        results: list[Any] = [None] * len(mops)
+        recs_by_mop: dict[int, Records] = {}
+        to = self.cfg.op_timeout_s
+        try:
+            p.begin_transaction()
+        except KafkaException as e:
+            v = errors.classify(e, "begin")
+            self._rewind(snap)
+            value0 = head + _txn_value(mops, results, recs_by_mop)
+            return self._done(v.type, value0, v.error, v.retire)
+
+        failure: Any = None
+        retire = False
+        try:
+            for i, m in enumerate(mops):
+                if m[0] == "send":
+                    self._produce(mops, [i], results)
+                else:
+                    recs: Records = {}
+                    recs_by_mop[i] = recs
+                    _, bad = self._poll_records(recs, last)
+                    if bad is not None:
+                        failure = errors.describe(bad)
+                        retire = errors.must_retire(bad)
+                        break
+            if failure is None and p.flush(to) > 0:
+                failure = {"name": "FlushTimeout", "message": f"sends unacknowledged after {to}s"}
+            if failure is None:
+                for r in results:
+                    if isinstance(r, KafkaError):
+                        failure = errors.describe(r)
+                        retire = retire or errors.must_retire(r)
+                        break
+            if failure is None and not abort and last:
+                offsets = [ck.TopicPartition(t, pt, o + 1) for (t, pt), o in last.items()]
+                meta = self._require_consumer().consumer_group_metadata()
+                p.send_offsets_to_transaction(offsets, meta, to)
+        except (KafkaException, BufferError) as e:
+            failure = errors.describe(e)
+            retire = retire or errors.must_retire(e)
+
+        value = head + _txn_value(mops, results, recs_by_mop)
+        if failure is None and not abort:
+            try:
+                p.commit_transaction(to)
+            except KafkaException as e:
+                # Never abort after a failed commit: the outcome is unknown. The
+                # successor's init_transactions (same transactional.id) settles it.
+                v = errors.classify(e, "commit")
+                return self._done("info", value, v.error, True)
+            return self._done("ok", value, None, False)
+
+        if retire:
+            # A fatal/fenced producer cannot abort; the fate of its sends is unknown.
+            self._rewind(snap)
+            return self._done("info", value, failure, True)
+        try:
+            p.abort_transaction(to)
+        except KafkaException as e:
+            v = errors.classify(e, "abort")
+            self._rewind(snap)
+            return self._done("info", value, {"abort": v.error, "cause": failure}, True)
+        ok = self._rewind(snap)
+        err = failure if failure is not None else {"name": "DeliberateAbort"}
+        return self._done("fail", value, err, not ok)
+
+
+def _decode(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    s = raw.decode()
+    try:
+        return int(s)
+    except ValueError:
+        return s
+
+
+def _send_result(mop: list[Any], r: Any) -> list[Any]:
+    """["send", k, [offset, v]] when acknowledged, else ["send", k, v] (offset unknown)."""
+    _, k, v = mop
+    if isinstance(r, int) and not isinstance(r, bool):
+        return ["send", k, [r if r >= 0 else None, v]]
+    return ["send", k, v]
+
+
+def _txn_value(mops: list[Any], results: list[Any], recs: dict[int, Records]) -> list[Any]:
+    out: list[Any] = []
+    for i, m in enumerate(mops):
+        if m[0] == "send":
+            out.append(_send_result(m, results[i]))
+        else:
+            r = recs.get(i)
+            # A poll the txn never reached stays in its invoke form (result unknown).
+            out.append(["poll", r] if r is not None else ["poll"])
+    return out

@@ -1,0 +1,318 @@
+"""The `copy` workload: exactly-once consume-transform-produce.
+
+Op shapes (what checker/copy.py reads):
+
+* producers (idempotent, non-transactional) fill the input topic with
+  ``send`` ops ``[["send", in_key, v]]``; values are unique integers;
+* copiers are processes of one consumer group subscribed to the input topic,
+  each with a transactional producer (transactional.id per worker slot). One copier
+  step is a ``txn`` op: invoke ``[["poll"]]``; completion ``[["poll", {in_key:
+  [[offset, v], ...]}], ["send", out_key, [offset, out_value]], ...]`` —
+  every polled record written to the output partition with the same index as
+  ``(step + 1) * value_modulus + v`` (step: a run-wide copier step counter), in one
+  transaction that also commits the consumed offsets (send_offsets_to_transaction
+  with the consumer's group metadata, so a zombie copier of an older generation is
+  fenced). A step that read nothing completes ``ok`` with ``[["poll", {}]]``;
+* copiers crash (``crash`` ops) every ``crash_clients`` copier steps and their
+  successors rejoin the group, which rebalances;
+* the drain first lets fresh copiers finish (until the group's committed offsets
+  reach every acknowledged input offset), then reads every input and output key
+  from the beginning, so the output log is fully in the history.
+
+test.json carries ``copy: {input_keys, output_keys, route, value_modulus}``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import confluent_kafka as ck
+
+from ..clusters.base import Cluster
+from ..histories.recorder import Recorder
+from . import drain as drain_mod
+from .confluent import ConfluentDriver, DriverConfig
+from .driver import KeyMap, TopicPartition
+from .slot import Slot
+from .tracker import OffsetTracker, RateLimiter
+
+# A copier step writes input value v as (step + 1) * VALUE_MODULUS + v: unique per
+# write attempt (an aborted copy and its retry write different values, so a read of
+# an aborted copy is a real G1a), and v = output % VALUE_MODULUS.
+VALUE_MODULUS = 1 << 32
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    partitions: int = 4
+    producers: int = 2
+    copiers: int = 3
+    rate: float = 300.0  # input sends/s over all producers (0: unlimited)
+    crash_clients: int = 0  # a copier crash every N copier steps (0: never)
+    abort_p: float = 0.0  # deliberate aborts of copier transactions
+    poll_ms: int = 100
+    max_poll_records: int = 100
+    replication_factor: int = 3
+    run_id: str = ""
+    # accepted for CLI symmetry with `queue`; the copy workload is always txn + subscribe
+    txn: bool = True
+    idempotence: bool = True
+    sub_via: str = "subscribe"
+    concurrency: int = 0
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    consumer_config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, opts: dict[str, Any]) -> CopyOptions:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            raise ValueError(f"copy workload: unknown options {unknown}; known: {sorted(known)}")
+        return cls(**opts)
+
+
+class CopyWorkload:
+    name = "copy"
+
+    def __init__(self, opts: CopyOptions, seed: int) -> None:
+        self.opts = opts
+        self.seed = seed
+        self.run_id = opts.run_id or os.urandom(4).hex()
+        n = opts.partitions
+        tin, tout = f"ktrial-{self.run_id}-in", f"ktrial-{self.run_id}-out"
+        self.input_keys = list(range(n))
+        self.output_keys = list(range(n, 2 * n))
+        self.route = {i: n + i for i in range(n)}
+        keys = {i: TopicPartition(tin, i) for i in self.input_keys}
+        keys.update({n + i: TopicPartition(tout, i) for i in range(n)})
+        self.keys = KeyMap(keys)
+        self.topics = {tin: n, tout: n}
+        self.tracker = OffsetTracker()
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+        self._next_value = 0
+        self.copier_steps = 0
+        self.cfg: DriverConfig | None = None
+        self.prod_cfg: DriverConfig | None = None
+
+    # ------------------------------------------------------------------------ setup
+    def setup(self, cluster: Cluster) -> dict[str, Any]:
+        cluster.create_topics(self.topics, replication_factor=self.opts.replication_factor)
+        common = dict(
+            bootstrap=cluster.bootstrap_servers,
+            keys=self.keys,
+            group_id=f"ktrial-{self.run_id}-copy",
+            poll_ms=self.opts.poll_ms,
+            max_poll_records=self.opts.max_poll_records,
+            producer_overrides=dict(self.opts.producer_config),
+            consumer_overrides=dict(self.opts.consumer_config),
+        )
+        self.cfg = DriverConfig(
+            txn=True, sub_via="subscribe", txn_id_prefix=f"ktrial-{self.run_id}-copier", **common
+        )
+        self.prod_cfg = DriverConfig(txn=False, idempotence=True, **common)
+        return self.describe()
+
+    def describe(self) -> dict[str, Any]:
+        assert self.cfg is not None and self.prod_cfg is not None
+        return {
+            "workload": self.name,
+            "workload_options": {**asdict(self.opts), "run_id": self.run_id, "seed": self.seed},
+            "keys": self.keys.to_json(),
+            "topics": self.topics,
+            "replication_factor": self.opts.replication_factor,
+            "producer_config": {
+                "input": self.prod_cfg.producer_config(),
+                "copier": self.cfg.producer_config(),
+            },
+            "consumer_config": self.cfg.consumer_config(),
+            "txn": True,
+            "idempotence": True,
+            "sub_via": "subscribe",
+            "ww_deps": True,
+            "copy": {
+                "input_keys": self.input_keys,
+                "output_keys": self.output_keys,
+                "route": {str(k): v for k, v in self.route.items()},
+                "value_modulus": VALUE_MODULUS,
+            },
+        }
+
+    # ------------------------------------------------------------------------ main phase
+    def run(self, recorder: Recorder, stop: threading.Event) -> None:
+        assert self.cfg is not None and self.prod_cfg is not None, "setup() first"
+        limiter = RateLimiter(self.opts.rate)
+        errs: list[BaseException] = []
+        threads = []
+        for i in range(self.opts.producers):
+            s = Slot(recorder, self._open_producer, 1000 + i, stop)
+            threads.append(
+                threading.Thread(
+                    target=self._producer,
+                    args=(s, limiter, stop, errs),
+                    name=f"copy-prod{i}",
+                    daemon=True,
+                )
+            )
+        for i in range(self.opts.copiers):
+            s = Slot(recorder, self._open_copier, i, stop)
+            threads.append(
+                threading.Thread(
+                    target=self._copier, args=(s, stop, errs, True), name=f"copier{i}", daemon=True
+                )
+            )
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errs:
+            raise RuntimeError(f"copy workload: {len(errs)} worker(s) died: {errs[0]!r}") from errs[
+                0
+            ]
+
+    def _open_producer(self, process: int, slot: int) -> ConfluentDriver:
+        assert self.prod_cfg is not None
+        return ConfluentDriver(self.prod_cfg, process, slot, consume=False)
+
+    def _open_copier(self, process: int, slot: int) -> ConfluentDriver:
+        assert self.cfg is not None
+        return ConfluentDriver(self.cfg, process, slot)
+
+    def _producer(
+        self, slot: Slot, limiter: RateLimiter, stop: threading.Event, errs: list[BaseException]
+    ) -> None:
+        try:
+            if not slot.open():
+                return
+            while not stop.is_set():
+                limiter.wait(stop)
+                if stop.is_set():
+                    break
+                with self._rng_lock:
+                    k = self._rng.choice(self.input_keys)
+                    v = self._next_value
+                    self._next_value += 1
+                mops = [["send", k, v]]
+                c = slot.record("send", mops, lambda d, mops=mops: d.execute("send", mops))
+                self.tracker.observe(c.value)
+        except BaseException as e:
+            errs.append(e)
+        finally:
+            slot.close()
+
+    def _copier(
+        self, slot: Slot, stop: threading.Event, errs: list[BaseException], crashes: bool
+    ) -> None:
+        try:
+            if not slot.open():
+                return
+            process = -1
+            while not stop.is_set():
+                if slot.process != process:
+                    process = slot.process
+                    c = slot.record(
+                        "subscribe", self.input_keys, lambda d: d.assign(self.input_keys)
+                    )  # type: ignore[attr-defined]
+                    if c.type != "ok":
+                        continue
+                with self._rng_lock:
+                    self.copier_steps += 1
+                    crash = (
+                        crashes
+                        and self.opts.crash_clients > 0
+                        and self.copier_steps % self.opts.crash_clients == 0
+                    )
+                    abort = self._rng.random() < self.opts.abort_p
+                    shift = self.copier_steps * VALUE_MODULUS
+                if crash:
+                    slot.crash()
+                    continue
+                c = slot.record(
+                    "txn",
+                    [["poll"]],
+                    lambda d, a=abort, sh=shift: d.copy_txn(self.route, sh, a),  # type: ignore[attr-defined]
+                )
+                self.tracker.observe(c.value)
+        except BaseException as e:
+            errs.append(e)
+        finally:
+            slot.close()
+
+    # ------------------------------------------------------------------------ drain
+    def copied_up_to(self, targets: dict[int, int]) -> dict[int, int]:
+        """Input keys whose group-committed offset is still below `targets`: key -> committed."""
+        assert self.cfg is not None
+        c = ck.Consumer({**self.cfg.consumer_config(), "client.id": "ktrial-copy-progress"})
+        try:
+            tps = [
+                ck.TopicPartition(self.keys.tp(k).topic, self.keys.tp(k).partition)
+                for k in self.input_keys
+            ]
+            got = c.committed(tps, timeout=10)
+            done = {self.keys.key_of(tp.topic, tp.partition): tp.offset for tp in got}
+        finally:
+            c.close()
+        return {k: done.get(k, -1) for k, t in targets.items() if done.get(k, -1) < t}
+
+    def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
+        """Finish copying with fresh copiers, then read every key from the beginning."""
+        assert self.cfg is not None
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        in_targets = {k: t for k, t in self.tracker.targets(self.input_keys).items()}
+        stop = threading.Event()
+        errs: list[BaseException] = []
+        slots = [Slot(recorder, self._open_copier, i, stop) for i in range(self.opts.copiers)]
+        threads = [
+            threading.Thread(
+                target=self._copier,
+                args=(s, stop, errs, False),
+                name=f"copier-drain{s.slot}",
+                daemon=True,
+            )
+            for s in slots
+        ]
+        for t in threads:
+            t.start()
+        behind: dict[int, int] = dict.fromkeys(self.input_keys, -1)
+        try:
+            while time.monotonic() < deadline - timeout_s / 3:
+                try:
+                    behind = self.copied_up_to(in_targets)
+                except ck.KafkaException:
+                    behind = dict.fromkeys(self.input_keys, -1)
+                if not behind:
+                    break
+                time.sleep(1.0)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        cfg = DriverConfig(
+            bootstrap=self.cfg.bootstrap,
+            keys=self.keys,
+            group_id=f"ktrial-{self.run_id}-drain",
+            txn=False,
+            sub_via="assign",
+            poll_ms=500,
+            max_poll_records=5000,
+            consumer_overrides=dict(self.opts.consumer_config),
+        )
+        targets = self.tracker.targets(self.keys.keys)
+        res = drain_mod.drain(
+            recorder,
+            lambda p: ConfluentDriver(cfg, p, -1, produce=False),
+            targets,
+            max(5.0, deadline - time.monotonic()),
+        )
+        res["copy_caught_up"] = not behind
+        res["copy_behind"] = {
+            str(k): {"committed": v, "target": in_targets[k]} for k, v in behind.items()
+        }
+        res["caught_up"] = bool(res["caught_up"]) and not behind
+        return res

@@ -1,0 +1,225 @@
+"""The Jepsen-compatible `queue` workload: sends, polls and transactions over rotating keys.
+
+Worker threads (``concurrency``) each run a :class:`.slot.Slot`: they draw ops
+from the one seeded :class:`.generator.Generator`, perform them through a driver
+and record invoke/completion. Re-assignments take the generator's random subset
+of the active keys plus up to two keys whose acknowledged sends are furthest ahead
+of any read ("chasing" unread data), so that keys that rotated out still get
+read during the run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..clusters.base import Cluster
+from ..histories.recorder import Recorder
+from . import drain as drain_mod
+from .confluent import ConfluentDriver, DriverConfig
+from .driver import DriverFactory, KeyMap, TopicPartition
+from .generator import Generator, GenOptions
+from .slot import Slot
+from .tracker import OffsetTracker, RateLimiter
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    txn: bool = False
+    idempotence: bool = True
+    sub_via: str = "assign"
+    abort_p: float = 0.0
+    crash_clients: int = 0  # one client crash every N ops (0: never)
+    rate: float = 0.0  # ops/s over all workers (0: unlimited)
+    concurrency: int = 10
+    n_keys: int = 32
+    active_keys: int = 4
+    writes_per_key: int = 1000
+    partitions_per_topic: int = 0  # 0: 4 with assign, 1 with subscribe
+    max_txn_len: int = 4
+    reassign_p: float = 0.02
+    poll_ms: int = 100
+    chase_keys: int = 2
+    replication_factor: int = 3
+    run_id: str = ""
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    consumer_config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, opts: dict[str, Any]) -> QueueOptions:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            raise ValueError(f"queue workload: unknown options {unknown}; known: {sorted(known)}")
+        return cls(**opts)
+
+    @property
+    def ppt(self) -> int:
+        if self.partitions_per_topic > 0:
+            return self.partitions_per_topic
+        return 1 if self.sub_via == "subscribe" else 4
+
+
+def key_layout(prefix: str, n_keys: int, ppt: int) -> KeyMap:
+    """Key k -> partition k % ppt of topic `<prefix>-<k // ppt>`."""
+    return KeyMap({k: TopicPartition(f"{prefix}-{k // ppt}", k % ppt) for k in range(n_keys)})
+
+
+class QueueWorkload:
+    name = "queue"
+
+    def __init__(
+        self,
+        opts: QueueOptions,
+        seed: int,
+        driver_factory: Callable[[DriverConfig], DriverFactory] | None = None,
+    ) -> None:
+        self.opts = opts
+        self.seed = seed
+        self.run_id = opts.run_id or os.urandom(4).hex()
+        self.prefix = f"ktrial-{self.run_id}-q"
+        self.keys = key_layout(self.prefix, opts.n_keys, opts.ppt)
+        self.gen = Generator(
+            GenOptions(
+                txn=opts.txn,
+                n_keys=opts.n_keys,
+                active_keys=opts.active_keys,
+                writes_per_key=opts.writes_per_key,
+                max_txn_len=opts.max_txn_len,
+                abort_p=opts.abort_p,
+                crash_every=opts.crash_clients,
+                reassign_p=opts.reassign_p,
+                sub_via=opts.sub_via,
+            ),
+            seed,
+        )
+        self._gen_lock = threading.Lock()
+        self.tracker = OffsetTracker()
+        self._make_factory = driver_factory or _confluent_factory
+        self.cfg: DriverConfig | None = None
+        self.slots: list[Slot] = []
+
+    # ------------------------------------------------------------------------ setup
+    def setup(self, cluster: Cluster) -> dict[str, Any]:
+        topics = {t: self.opts.ppt for t in self.keys.topics()}
+        cluster.create_topics(topics, replication_factor=self.opts.replication_factor)
+        self.cfg = DriverConfig(
+            bootstrap=cluster.bootstrap_servers,
+            keys=self.keys,
+            group_id=f"ktrial-{self.run_id}-g",
+            txn=self.opts.txn,
+            idempotence=self.opts.idempotence,
+            sub_via=self.opts.sub_via,
+            txn_id_prefix=f"ktrial-{self.run_id}",
+            poll_ms=self.opts.poll_ms,
+            producer_overrides=dict(self.opts.producer_config),
+            consumer_overrides=dict(self.opts.consumer_config),
+        )
+        return self.describe()
+
+    def describe(self) -> dict[str, Any]:
+        assert self.cfg is not None
+        return {
+            "workload": self.name,
+            "workload_options": {**asdict(self.opts), "run_id": self.run_id, "seed": self.seed},
+            "keys": self.keys.to_json(),
+            "topics": {t: self.opts.ppt for t in self.keys.topics()},
+            "replication_factor": self.opts.replication_factor,
+            "producer_config": self.cfg.producer_config(),
+            "consumer_config": self.cfg.consumer_config(),
+            "txn": self.opts.txn,
+            "idempotence": self.opts.idempotence,
+            "sub_via": self.opts.sub_via,
+            # Kafka infers no ww order from the history alone; the checker may derive it
+            # from offsets, which is what Jepsen's queue does.
+            "ww_deps": True,
+        }
+
+    # ------------------------------------------------------------------------ main phase
+    def run(self, recorder: Recorder, stop: threading.Event) -> None:
+        assert self.cfg is not None, "setup() first"
+        factory = self._make_factory(self.cfg)
+        limiter = RateLimiter(self.opts.rate)
+        self.slots = [Slot(recorder, factory, i, stop) for i in range(self.opts.concurrency)]
+        errors: list[BaseException] = []
+        threads = [
+            threading.Thread(
+                target=self._worker,
+                args=(s, limiter, stop, errors),
+                name=f"queue-w{s.slot}",
+                daemon=True,
+            )
+            for s in self.slots
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise RuntimeError(
+                f"queue workload: {len(errors)} worker(s) died: {errors[0]!r}"
+            ) from errors[0]
+
+    def _next(self, needs_assign: bool) -> Any:
+        with self._gen_lock:
+            return self.gen.assignment() if needs_assign else self.gen.next()
+
+    def _worker(
+        self, slot: Slot, limiter: RateLimiter, stop: threading.Event, errors: list[BaseException]
+    ) -> None:
+        try:
+            if not slot.open():
+                return
+            process = slot.process
+            needs_assign = True
+            while not stop.is_set():
+                limiter.wait(stop)
+                if stop.is_set():
+                    break
+                if slot.process != process:  # replaced: fresh consumer, no assignment
+                    process, needs_assign = slot.process, True
+                op = self._next(needs_assign)
+                if op.f == "crash":
+                    slot.crash()
+                    continue
+                if op.f in ("assign", "subscribe"):
+                    keys = sorted(set(op.value) | set(self.tracker.unread(self.opts.chase_keys)))
+                    c = slot.record(op.f, keys, lambda d, keys=keys: d.assign(keys))
+                    needs_assign = c.type != "ok"
+                    continue
+                c = slot.record(
+                    op.f, op.value, lambda d, op=op: d.execute(op.f, op.value, op.abort)
+                )
+                self.tracker.observe(c.value)
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            slot.close()
+
+    # ------------------------------------------------------------------------ drain
+    def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
+        assert self.cfg is not None, "setup() first"
+        cfg = DriverConfig(
+            bootstrap=self.cfg.bootstrap,
+            keys=self.keys,
+            group_id=f"ktrial-{self.run_id}-drain",
+            txn=False,
+            sub_via="assign",
+            poll_ms=500,
+            max_poll_records=5000,
+            consumer_overrides=dict(self.opts.consumer_config),
+        )
+        targets = self.tracker.targets(self.keys.keys)
+        return drain_mod.drain(
+            recorder, lambda p: ConfluentDriver(cfg, p, -1, produce=False), targets, timeout_s
+        )
+
+
+def _confluent_factory(cfg: DriverConfig) -> DriverFactory:
+    def open_driver(process: int, slot: int) -> ConfluentDriver:
+        return ConfluentDriver(cfg, process, slot)
+
+    return open_driver
