@@ -36,6 +36,8 @@ ENDS: dict[str, tuple[str, ...]] = {
 }
 # Ops that end every open fault (the final heal of a run).
 HEAL_ALL = frozenset({"heal", "heal-all", "stop-all"})
+# Schedule bookkeeping, not faults: not drawn.
+NOT_FAULTS = frozenset({"quiet-period"})
 
 # One colour per family, readable on white and distinct from the data markers.
 FAMILY_COLOURS: dict[str, str] = {
@@ -106,6 +108,8 @@ class FaultTracker:
         self._done: list[FaultWindow] = []
 
     def add(self, f: str, time_s: float, value: Any) -> None:
+        if f in NOT_FAULTS:
+            return
         if f in HEAL_ALL:
             for fam, t0, sf, v in self._open:
                 self._done.append(FaultWindow(fam, t0, time_s, sf, f, v))

@@ -32,6 +32,7 @@ from .scan import NS, HistoryScan, scan_history
 MAX_EXAMPLES = 5
 MAX_VALUE_CHARS = 400
 MAX_ROWS = 200
+MAX_OPS = 10  # ops shown per example
 
 
 def esc(x: object) -> str:
@@ -169,6 +170,19 @@ def _num(x: Any) -> tuple[str, bool]:
     return (esc(x) if x is not None else '<span class="missing">–</span>'), False
 
 
+def _brief(d: dict[str, Any], limit: int = 100) -> str:
+    """`a: x, y; b: 3` — a dict as one short line for the facts bar."""
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, list):
+            v = ", ".join(str(x) for x in v)
+        elif isinstance(v, dict):
+            v = to_json(v, 40)
+        parts.append(f"{k}: {v}")
+    s = "; ".join(parts)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
 def _missing(what: str) -> str:
     return f'<p class="missing">{esc(what)}: not computed.</p>'
 
@@ -220,7 +234,7 @@ def section_verdict(
     for k in ("workload", "nemesis", "seed", "cluster"):
         val = test.get(k)
         if isinstance(val, dict):
-            val = val.get("name") or val.get("kind") or to_json(val, 80)
+            val = val.get("name") or val.get("kind") or _brief(val)
         if val is not None:
             facts.append((k, val))
     if scan.faults:
@@ -299,7 +313,13 @@ def _example(ex: dict[str, Any], scan: HistoryScan) -> str:
         if isinstance(i, int) and not isinstance(i, bool) and i not in op_ids:
             op_ids.append(i)
     if op_ids:
-        parts.append(_op_rows(op_ids, scan))
+        parts.append(_op_rows(op_ids[:MAX_OPS], scan))
+        if len(op_ids) > MAX_OPS:
+            rest = ", ".join(str(i) for i in op_ids[MAX_OPS : MAX_OPS + 40])
+            parts.append(
+                f'<p class="missing">{len(op_ids) - MAX_OPS} more ops: {esc(rest)}'
+                f"{'…' if len(op_ids) > MAX_OPS + 40 else ''}</p>"
+            )
     parts.append("</div>")
     return "".join(parts)
 

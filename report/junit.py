@@ -181,7 +181,8 @@ def build_junit(
     else:
         _anomaly_cases(suite, results, test, report_path)
         metrics = results.get("metrics")
-        slo = test.get("slo") if isinstance(test.get("slo"), dict) else {}
+        raw_slo = test.get("slo")
+        slo: dict[str, Any] = raw_slo if isinstance(raw_slo, dict) else {}
         if isinstance(metrics, dict):
             _liveness_cases(suite, metrics, {**slo, **(thresholds or {})}, report_path)
     cases = suite.findall("testcase")

@@ -58,6 +58,7 @@ def shade_faults(ax: Axes, faults: Sequence[FaultWindow]) -> list[Any]:
     seen: dict[str, Any] = {}
     for w in faults:
         colour = family_colour(w.family)
+        handle: Any
         if w.instant:
             ax.axvline(w.start_s, color=colour, linewidth=1.0, linestyle=":", alpha=0.8)
             handle = Line2D([], [], color=colour, linestyle=":", label=f"{w.family} (instant)")
@@ -136,7 +137,16 @@ def plot_throughput(scan: HistoryScan, out: Path) -> Path | None:
     width = max(1, math.ceil(scan.end_s / 300)) if scan.end_s > 0 else 1
     fig, ax = plt.subplots(figsize=FIGSIZE)
     fault_handles = shade_faults(ax, scan.faults)
-    nbins = int(scan.end_s // width) + 1
+    # Bins of `width` seconds; a short tail (under half a bin) joins the last full bin so the
+    # line does not plunge at the end of the run.
+    nbins = max(1, math.ceil(scan.end_s / width)) if scan.end_s > 0 else 1
+    tail = scan.end_s - (nbins - 1) * width
+    if nbins > 1 and tail < width / 2:
+        nbins -= 1
+        tail += width
+    widths = np.full(nbins, float(width))
+    widths[-1] = max(tail, 1e-3) if scan.end_s > 0 else float(width)
+    x = np.arange(nbins) * width
     handles: list[Any] = []
     for typ in ("ok", "fail", "info"):
         per_sec: Counter[int] = scan.throughput.get(typ, Counter())
@@ -145,12 +155,13 @@ def plot_throughput(scan: HistoryScan, out: Path) -> Path | None:
         y = np.zeros(nbins)
         for sec, n in per_sec.items():
             y[min(sec // width, nbins - 1)] += n
-        x = np.arange(nbins) * width
-        widths = np.full(nbins, float(width))
-        # The last bin is cut short by the end of the run: divide by what it covers.
-        widths[-1] = max(scan.end_s - x[-1], 1.0) if scan.end_s > x[-1] else float(width)
         (line,) = ax.step(
-            x, y / widths, where="post", color=TYPE_COLOURS[typ], label=typ, linewidth=1.2
+            np.append(x, scan.end_s),
+            np.append(y / widths, (y / widths)[-1]),
+            where="post",
+            color=TYPE_COLOURS[typ],
+            label=typ,
+            linewidth=1.2,
         )
         handles.append(line)
     ax.set_ylabel("completions / s")
