@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections import defaultdict
@@ -20,7 +21,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
 from ktrial.checker import CheckOptions, check
 from ktrial.histories.gen import Generated, GenParams, generate, to_ops
 from ktrial.histories.mutate import INJECTORS, Fault
@@ -211,7 +211,7 @@ def _expect_int_send_skip(g: Generated) -> bool:
             continue
         for k, offs in _send_offsets(d).items():
             mine = set(offs)
-            for a, b in zip(offs, offs[1:], strict=False):
+            for a, b in itertools.pairwise(offs):
                 if any(o in committed.get(k, ()) and o not in mine for o in range(a + 1, b)):
                     return True
     return False
