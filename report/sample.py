@@ -91,6 +91,22 @@ def _history(seed: int) -> list[dict[str, Any]]:
                         ("op", process, "ok", "poll", [["poll", {key: [[o, o + 1]]}]], None),
                     )
                 )
+    # Two transactions that each read the other's write: a genuine G1c (circular visibility).
+    xa, xb = 900_001, 900_002
+    events.append((25.0, ("op", 4, "invoke", "txn", [["send", "0", xa], ["poll"]])))
+    events.append((25.3, ("op", 5, "invoke", "txn", [["send", "1", xb], ["poll"]])))
+    events.append(
+        (
+            25.4,
+            ("op", 4, "ok", "txn", [["send", "0", [900, xa]], ["poll", {"1": [[901, xb]]}]], None),
+        )
+    )
+    events.append(
+        (
+            25.5,
+            ("op", 5, "ok", "txn", [["send", "1", [901, xb]], ["poll", {"0": [[900, xa]]}]], None),
+        )
+    )
     events.sort(key=lambda e: e[0])
     for t, e in events:
         if e[0] == "nem":
@@ -104,7 +120,7 @@ def _history(seed: int) -> list[dict[str, Any]]:
     return ops
 
 
-def _results(anomalies: bool) -> dict[str, Any]:
+def _results(anomalies: bool, ops: list[dict[str, Any]]) -> dict[str, Any]:
     counts = {
         "send": {"ok": 5400, "fail": 110, "info": 60},
         "poll": {"ok": 5500, "fail": 0, "info": 0},
@@ -139,79 +155,118 @@ def _results(anomalies: bool) -> dict[str, Any]:
             "bad_error_types": [],
             "anomalies": {},
             "metrics": metrics,
-            "stats": {"ops": 22000, "keys": 3},
+            "stats": {"ops": len(ops), "keys": 3},
         }
     return {
         "valid": False,
         "error_types": ["G0", "G1c", "duplicate", "lost-write"],
         "bad_error_types": ["G1c", "duplicate", "lost-write"],
-        "anomalies": {
-            "lost-write": {
-                "count": 2,
-                "examples": [
-                    {
-                        "explanation": "Value 1234 of key 1 was acknowledged at offset 312 "
-                        "by op 40 "
-                        "(process 0), but no ok poll ever read it, although polls read "
-                        "offsets up to 350 of key 1.",
-                        "key": "1",
-                        "value": 1234,
-                        "offsets": [312],
-                        "ops": [40, 41],
-                    },
-                    {
-                        "explanation": f"A second lost value; error text {HOSTILE}",
-                        "key": "2",
-                        "value": 1300,
-                        "offsets": [330],
-                        "ops": [42],
-                    },
-                ],
-            },
-            "duplicate": {
-                "count": 1,
-                "examples": [
-                    {
-                        "explanation": "Value 77 of key 0 sits at offsets 40 and 41: "
-                        "the producer's "
-                        "retry was written twice.",
-                        "key": "0",
-                        "value": 77,
-                        "offsets": [40, 41],
-                        "ops": [12, 13],
-                    }
-                ],
-            },
-            "G1c": {
-                "count": 1,
-                "examples": [
-                    {
-                        "explanation": "Two transactions each read the other's write.",
-                        "cycle": [20, 24],
-                        "steps": [
-                            "op 20 (process 1, txn) wrote 55 to key 2, which op 24 read (wr)",
-                            "op 24 (process 0, txn) wrote 56 to key 0, which op 20 read (wr)",
-                        ],
-                        "ops": [20, 24],
-                    }
-                ],
-            },
-            "G0": {
-                "count": 3,
-                "examples": [
-                    {
-                        "explanation": "Write cycle across keys 0 and 1 (normal for Kafka).",
-                        "cycle": [4, 8],
-                        "steps": [
-                            "op 4 wrote key 0 before op 8 (ww)",
-                            "op 8 wrote key 1 before op 4 (ww)",
-                        ],
-                    }
-                ],
-            },
-        },
+        "anomalies": _anomalies(ops),
         "metrics": metrics,
-        "stats": {"ops": 22000, "keys": 3},
+        "stats": {"ops": len(ops), "keys": 3},
+    }
+
+
+def _sent(op: dict[str, Any]) -> tuple[str, int, int]:
+    _, key, (offset, value) = op["value"][0]
+    return str(key), offset, value
+
+
+def _who(op: dict[str, Any]) -> str:
+    return f"op {op['index']} (process {op['process']}, ok {op['f']}, {op['time'] / NS:.3f} s)"
+
+
+def _anomalies(ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """Examples that cite real ops of the sample history, worded like the checker's."""
+    sends = [o for o in ops if o["f"] == "send" and o["type"] == "ok"]
+    polls = [o for o in ops if o["f"] == "poll" and o["type"] == "ok"]
+
+    def first(lo: float, hi: float, process: Any = None) -> dict[str, Any]:
+        return next(
+            o
+            for o in sends
+            if lo * NS <= o["time"] < hi * NS and (process is None or o["process"] != process)
+        )
+
+    def later_poll(op: dict[str, Any], key: str) -> dict[str, Any]:
+        return next(p for p in polls if p["time"] > op["time"] + 2 * NS and key in p["value"][0][1])
+
+    def lost(op: dict[str, Any], note: str = "") -> dict[str, Any]:
+        key, off, val = _sent(op)
+        reader = later_poll(op, key)
+        read_off = reader["value"][0][1][key][0][0]
+        return {
+            "explanation": f"{_who(op)} sent value {val} to key {key}, which landed at offset "
+            f"{off}. No ok op ever read it, although {_who(reader)} read the later offset "
+            f"{read_off}: the acknowledged write was lost.{note}",
+            "key": key,
+            "value": val,
+            "offset": off,
+            "ops": [op["index"], reader["index"]],
+        }
+
+    dup = first(42, 50)
+    dk, doff, dval = _sent(dup)
+    txa, txb = [o for o in ops if o["f"] == "txn" and o["type"] == "ok"]
+    g0a = first(3, 5)
+    g0b = first(g0a["time"] / NS, 6, process=g0a["process"])
+    return {
+        "lost-write": {
+            "count": 2,
+            "examples": [
+                lost(first(12, 18)),
+                lost(first(31, 37), f" The producer's log said: {HOSTILE}"),
+            ],
+        },
+        "duplicate": {
+            "count": 1,
+            "examples": [
+                {
+                    "explanation": f"Value {dval} of key {dk} sits at 2 offsets "
+                    f"({doff}, {doff + 3}); "
+                    f"it was sent once, by {_who(dup)}, so it must appear once.",
+                    "key": dk,
+                    "value": dval,
+                    "offsets": [doff, doff + 3],
+                    "ops": [dup["index"]],
+                }
+            ],
+        },
+        "G1c": {
+            "count": 1,
+            "examples": [
+                {
+                    "explanation": "A G1c cycle of 2 ops: each transaction read the other's "
+                    "write, so "
+                    "neither can have committed first.",
+                    "cycle": [txa["index"], txb["index"]],
+                    "steps": [
+                        f"{_who(txa)} sent value 900001 to key 0 (micro-op 0), "
+                        f"and {_who(txb)} read it "
+                        "at offset 900 (micro-op 1)",
+                        f"{_who(txb)} sent value 900002 to key 1 (micro-op 0), "
+                        f"and {_who(txa)} read it "
+                        "at offset 901 (micro-op 1)",
+                    ],
+                    "ops": [txa["index"], txb["index"]],
+                }
+            ],
+        },
+        "G0": {
+            "count": 3,
+            "examples": [
+                {
+                    "explanation": "A write cycle across keys (normal for Kafka: writes to "
+                    "different "
+                    "partitions are not ordered).",
+                    "cycle": [g0a["index"], g0b["index"]],
+                    "steps": [
+                        f"{_who(g0a)} wrote key {_sent(g0a)[0]} before {_who(g0b)} (ww)",
+                        f"{_who(g0b)} wrote key {_sent(g0b)[0]} before {_who(g0a)} (ww)",
+                    ],
+                }
+            ],
+        },
     }
 
 
@@ -219,8 +274,9 @@ def write_sample_run(path: Path, anomalies: bool = True, seed: int = 7) -> Path:
     """Create `path` as a run directory holding a synthetic history, test.json, results.json."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "logs").mkdir(exist_ok=True)
+    ops = _history(seed)
     with (path / "history.jsonl").open("wb") as fh:
-        for op in _history(seed):
+        for op in ops:
             fh.write(orjson.dumps(op) + b"\n")
     write_json(
         path / "test.json",
@@ -236,5 +292,5 @@ def write_sample_run(path: Path, anomalies: bool = True, seed: int = 7) -> Path:
             "note": HOSTILE,
         },
     )
-    write_json(path / "results.json", _results(anomalies))
+    write_json(path / "results.json", _results(anomalies, ops))
     return path

@@ -57,16 +57,21 @@ def test_each_anomaly_has_count_meaning_and_explanation(invalid_run: tuple[Path,
 
 
 def test_cycles_are_explained_step_by_step(invalid_run: tuple[Path, str]) -> None:
-    _, page = invalid_run
+    run, page = invalid_run
+    ex = orjson.loads((run / "results.json").read_bytes())["anomalies"]["G1c"]["examples"][0]
+    a, b = ex["cycle"]
     g1c = page[page.index('id="a-G1c"') : page.index('id="a-G0"')]
-    assert "cycle: op 20 → op 24 → op 20" in g1c
+    assert f"cycle: op {a} → op {b} → op {a}" in g1c
     steps = re.findall(r"<li>(.*?)</li>", g1c[g1c.index('<ol class="steps">') :])
-    assert steps[:2] == [
-        "op 20 (process 1, txn) wrote 55 to key 2, which op 24 read (wr)",
-        "op 24 (process 0, txn) wrote 56 to key 0, which op 20 read (wr)",
-    ]
+    assert steps[:2] == [html.escape(s, quote=True) for s in ex["steps"]]
+    assert "read it at offset 900" in steps[0]
     # the ops of the cycle are shown from the history, not just named
-    assert re.search(r'<td class="num">20</td><td class="num">[0-9.]+</td>', g1c)
+    for i, process in ((a, 4), (b, 5)):
+        assert re.search(
+            rf'<td class="num">{i}</td><td class="num">[0-9.]+</td><td>{process}</td>'
+            r"<td>ok</td><td>txn</td>",
+            g1c,
+        )
 
 
 def test_history_content_is_escaped(invalid_run: tuple[Path, str]) -> None:

@@ -3,6 +3,7 @@
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import orjson
 import pytest
 from ktrial.histories.store import write_json
 from ktrial.report import write_junit
@@ -51,7 +52,9 @@ def test_failure_has_count_explanation_and_report_path(invalid: tuple[Path, ET.E
     assert fail is not None
     assert fail.get("message", "").startswith("2 lost-write: ")
     text = fail.text or ""
-    assert "Value 1234 of key 1 was acknowledged at offset 312" in text
+    results = orjson.loads((run / "results.json").read_bytes())
+    for ex in results["anomalies"]["lost-write"]["examples"]:
+        assert f"- {ex['explanation']}" in text
     assert f"Report: {(run / 'report.html').resolve()}" in text
     assert "<script>" in text  # kept as text; the XML layer escapes it
 
