@@ -34,7 +34,10 @@ DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "socket.connection.setup.timeout.ms": 5000,
     "reconnect.backoff.ms": 50,
     "reconnect.backoff.max.ms": 1000,
-    "retry.backoff.ms": 50,
+    "retry.backoff.ms": 20,
+    # librdkafka backs retries off exponentially up to this; a txn producer retries
+    # AddPartitionsToTxn (CONCURRENT_TRANSACTIONS) right after each commit.
+    "retry.backoff.max.ms": 100,
     "metadata.max.age.ms": 10000,
     "topic.metadata.refresh.interval.ms": 5000,
 }
