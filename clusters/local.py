@@ -280,8 +280,13 @@ class LocalNode:
         self.cluster.save_state()
 
     def pause(self) -> None:
+        """SIGSTOP, and wait (up to 5 s) until the kernel reports the JVM stopped."""
         self._signal(signal.SIGSTOP)
         self._paused = True
+        assert self._proc is not None
+        deadline = time.monotonic() + 5
+        while _proc_state(self._proc.pid) not in ("T", "t", "") and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
@@ -739,17 +744,25 @@ class LocalCluster:
         """Create topics (name -> partitions) and wait until every replica is in sync."""
         admin = self._admin()
         self._create(admin, topics, replication_factor, config)
+        self.wait_in_sync(list(topics), timeout, admin)
+
+    def wait_in_sync(self, topics: Sequence[str], timeout: float = 60.0, admin: Any = None) -> None:
+        """Wait until every partition of `topics` has a leader and all replicas in its ISR."""
+        admin = admin or self._admin()
         deadline = time.monotonic() + timeout
         why = ""
+        lagging: list[LocalNode] = []
         while time.monotonic() < deadline:
             try:
-                nodes, why = self._out_of_sync(admin, list(topics))
-                if not nodes and not why:
+                lagging, why = self._out_of_sync(admin, topics)
+                if not lagging and not why:
                     return
             except Exception as e:
                 why = str(e)
             time.sleep(0.3)
-        raise ClusterNotReady(f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}")
+        raise self._failure(
+            f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}", lagging
+        )
 
     def heal(self, timeout: float = 120.0) -> None:
         """Undo every fault a test may have left: resume paused nodes, flush iptables
@@ -776,6 +789,14 @@ class LocalCluster:
             for p in n.logs_dir.glob("*"):
                 if p.is_file():
                     shutil.copy2(p, d / p.name)
+
+
+def _proc_state(pid: int) -> str:
+    """One-letter process state from /proc (R, S, T, Z, ...), '' if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _delete_netns_and_procs(ns: str) -> None:

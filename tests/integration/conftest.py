@@ -38,6 +38,14 @@ def local_cluster_skip_reason() -> str | None:
     return None
 
 
+@pytest.fixture
+def require_local_cluster() -> None:
+    """Skip the test unless real brokers can run here (for tests that build their own)."""
+    reason = local_cluster_skip_reason()
+    if reason:
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[LocalCluster]:
     reason = local_cluster_skip_reason()
