@@ -23,6 +23,7 @@ from .base import Context, FaultBase, TargetSpec
 from .memory import MemoryFault
 from .network import LossFault, PartitionFault
 from .process import KillFault, PauseFault, RollingRestart, ensure_running
+from .targets import TargetError
 from .toxiproxy import NotFound
 
 log = logging.getLogger("ktrial.nemesis")
@@ -156,6 +157,12 @@ class Nemesis:
         if self.partitions is not None and name not in ("restart", "loss", "toxic"):
             specs.append("leaders")
         targets = self.params.get(name, {}).get("targets") or self.choice(specs)
+        if targets in ("controller", "leaders"):
+            try:  # resolve now: if the cluster cannot say, hit a random node instead
+                targets = self.ctx.resolve(targets)
+            except TargetError as e:
+                log.warning("nemesis: %s; %s hits a random node instead", e, name)
+                targets = "one"
         return self.start(name, targets)
 
     def stop(self, fault: FaultBase) -> None:

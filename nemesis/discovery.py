@@ -73,8 +73,8 @@ def controller(cluster: Cluster, timeout: float = 10.0) -> str | None:
     if name is not None:
         return name
     try:
-        desc = _admin(cluster.bootstrap_servers).describe_cluster(request_timeout=timeout)
-        ctrl = desc.result(timeout).controller
+        admin = _admin(cluster.bootstrap_servers)  # keep it alive until the result is in
+        ctrl = admin.describe_cluster(request_timeout=timeout).result(timeout).controller
     except Exception as e:
         log.warning("could not ask the cluster for its controller: %s", e)
         return None

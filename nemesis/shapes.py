@@ -63,18 +63,12 @@ def majorities_ring(nodes: Sequence[str], rng: random.Random) -> Grudge:
     ring = list(nodes)
     rng.shuffle(ring)
     majority = n // 2 + 1
-    left = (majority - 1) // 2
-    right = majority - 1 - left
+    radius = majority // 2  # = ceil((majority - 1) / 2): a symmetric window of >= majority
     grudge: Grudge = {}
     for i, node in enumerate(ring):
-        sees = {ring[(i + d) % n] for d in range(-left, right + 1)}
+        sees = {ring[(i + d) % n] for d in range(-radius, radius + 1)}
         grudge[node] = frozenset(m for m in ring if m not in sees)
-    # make it symmetric: a link dropped one way is dropped both ways
-    sym: dict[str, set[str]] = {k: set(v) for k, v in grudge.items()}
-    for a, peers in grudge.items():
-        for b in peers:
-            sym[b].add(a)
-    return {k: frozenset(v) for k, v in sym.items()}
+    return grudge
 
 
 def bridge(nodes: Sequence[str], rng: random.Random) -> Grudge:

@@ -1,0 +1,99 @@
+"""Memory helpers: parsing cgroup/vmstat/PSI files, the squeeze target, and a real v1/v2
+cgroup beneath our own with a real stress-ng balloon in it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ktrial.nemesis import cgroups
+from ktrial.nemesis.memory import MiB, balloon_pids, squeeze_target, start_balloon, stop_balloon
+
+
+def test_parse_kv_and_reclaim_counters() -> None:
+    vm = cgroups.parse_kv(
+        "allocstall_dma 1\nallocstall_normal 2\nallocstall_movable 3\npgscan_direct 10\n"
+        "pgscan_direct_throttle 99\npgsteal_direct 7\nbogus line here\n"
+    )
+    assert cgroups.reclaim_counters(vm) == {
+        "allocstall": 6,
+        "pgscan_direct": 10,
+        "pgsteal_direct": 7,
+    }
+
+
+def test_parse_psi() -> None:
+    psi = cgroups.parse_psi(
+        "some avg10=1.50 avg60=0.00 avg300=0.00 total=1234\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=56\n"
+    )
+    assert psi["some"]["avg10"] == 1.5 and psi["full"]["total"] == 56
+
+
+def test_squeeze_target_never_below_the_oom_floor_unless_asked() -> None:
+    anon, file = 400 * MiB, 200 * MiB
+    assert squeeze_target(anon, file) == anon + 50 * MiB
+    assert squeeze_target(100 * MiB, 0) == 100 * MiB + 32 * MiB
+    floor = int(anon * 1.05) + 16 * MiB
+    assert squeeze_target(anon, file, limit_bytes=100 * MiB) == floor
+    assert squeeze_target(anon, file, limit_bytes=100 * MiB, allow_oom=True) == 100 * MiB
+    assert squeeze_target(anon, file) % 4096 == 0
+
+
+def own_memory_cgroup() -> Path | None:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            return Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        if ctrls == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            return Path("/sys/fs/cgroup") / path.lstrip("/")
+    return None
+
+
+@pytest.fixture
+def scratch_cgroup() -> Iterator[cgroups.MemoryCgroup]:
+    own = own_memory_cgroup()
+    if os.geteuid() != 0 or own is None or not own.is_dir() or not shutil.which("stress-ng"):
+        pytest.skip("needs root, a memory cgroup and stress-ng")
+    d = own / f"ktrial-test-{os.getpid()}"
+    try:
+        d.mkdir()
+    except OSError as e:
+        pytest.skip(f"cannot create a cgroup under {own}: {e}")
+    cg = cgroups.MemoryCgroup(d)
+    try:
+        yield cg
+    finally:
+        for pid in cg.pids():
+            os.kill(pid, 9)
+        for _ in range(50):
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def test_balloon_lives_in_the_cgroup_hits_the_limit_and_is_removed(
+    scratch_cgroup: cgroups.MemoryCgroup,
+) -> None:
+    cg = scratch_cgroup
+    assert cg.limit() is None
+    cg.set_limit(64 * MiB)
+    assert cg.limit() == 64 * MiB
+    before = cg.failcnt()
+    proc = start_balloon(cg, 96 * MiB)  # more than the limit: charges fail, OOM follows
+    deadline = time.monotonic() + 10
+    while cg.failcnt() == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cg.failcnt() > before
+    assert cg.usage() <= 64 * MiB
+    stop_balloon(proc, cg)
+    assert balloon_pids(cg) == []
+    cg.set_limit(None)
+    assert cg.limit() is None
+    assert cg.oom_kills() is None or cg.oom_kills() >= 0
