@@ -35,7 +35,7 @@ def check_run(rd: RunDir) -> dict[str, Any]:
             "it to check with default options"
         ) from None
     try:
-        results = check_file(rd.history, options_from_test_json(test))
+        results = check_file(rd.history, options_from_test_json(test), test)
     except HistoryError as e:
         raise click.ClickException(f"{e} — the history cannot be checked") from None
     write_json(rd.results, results)

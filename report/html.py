@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -146,6 +147,7 @@ ol.steps li::marker{color:#c5221f;font-weight:700}
 .swatch{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:middle;
 margin-right:5px}
 details{margin:6px 0}
+mark{background:#ffe08a;padding:0 1px}
 pre{background:#fff;border:1px solid #ddd;padding:8px;overflow:auto;max-height:420px}
 """
 
@@ -250,7 +252,52 @@ def section_verdict(
     )
 
 
-def _op_rows(indices: Iterable[int], scan: HistoryScan) -> str:
+def highlight_values(ex: dict[str, Any]) -> set[int]:
+    """Integer values an example is about (value/values/skipped), to mark in op values."""
+    out: set[int] = set()
+    for k in ("value", "values", "skipped", "lost", "visible", "max_read_value"):
+        v = ex.get(k)
+        items = v if isinstance(v, list) else [v]
+        for x in items[:50]:
+            if isinstance(x, list) and x:  # [key, value] pairs
+                x = x[-1]
+            if isinstance(x, int) and not isinstance(x, bool):
+                out.add(x)
+    return out
+
+
+def op_value_html(value: Any, marks: set[int], limit: int = MAX_VALUE_CHARS) -> str:
+    """Escaped compact JSON of an op's value with the example's values marked.
+
+    A long value (a drain poll) is cut around the first marked value rather than at
+    its start, so the record the explanation talks about stays visible.
+    """
+    text = to_json(value, None)
+    pattern = (
+        re.compile(r"(?<![\w.#])(" + "|".join(str(m) for m in sorted(marks)) + r")(?![\w.])")
+        if marks
+        else None
+    )
+    if len(text) > limit:
+        m = pattern.search(text) if pattern else None
+        start = max(0, m.start() - limit // 3) if m else 0
+        end = min(len(text), start + limit)
+        text = (
+            ("…" if start else "")
+            + text[start:end]
+            + (
+                f"… ({len(text) - (end - start)} more characters)"
+                if end < len(text) or start
+                else ""
+            )
+        )
+    escaped = esc(text)
+    if pattern:
+        escaped = pattern.sub(r"<mark>\1</mark>", escaped)
+    return escaped
+
+
+def _op_rows(indices: Iterable[int], scan: HistoryScan, marks: set[int] | None = None) -> str:
     rows = []
     for i in indices:
         op = scan.ops_by_index.get(i)
@@ -277,7 +324,10 @@ def _op_rows(indices: Iterable[int], scan: HistoryScan) -> str:
                 (esc(op.get("process")), False),
                 (esc(op.get("type")), False),
                 (esc(op.get("f")), False),
-                (f'<span class="mono">{esc(to_json(op.get("value")))}</span>', False),
+                (
+                    f'<span class="mono">{op_value_html(op.get("value"), marks or set())}</span>',
+                    False,
+                ),
                 (esc(to_json(err, 160)) if err is not None else "", False),
             ]
         )
@@ -313,7 +363,7 @@ def _example(ex: dict[str, Any], scan: HistoryScan) -> str:
         if isinstance(i, int) and not isinstance(i, bool) and i not in op_ids:
             op_ids.append(i)
     if op_ids:
-        parts.append(_op_rows(op_ids[:MAX_OPS], scan))
+        parts.append(_op_rows(op_ids[:MAX_OPS], scan, highlight_values(ex)))
         if len(op_ids) > MAX_OPS:
             rest = ", ".join(str(i) for i in op_ids[MAX_OPS : MAX_OPS + 40])
             parts.append(

@@ -187,3 +187,15 @@ def test_downsample_keeps_spikes() -> None:
     assert len(idx) <= 10_000 + 400
     assert 123_456 in set(idx.tolist())
     assert len(downsample(t[:50], y[:50], 10_000)) == 50
+
+
+def test_op_values_mark_the_example_values_and_stay_escaped() -> None:
+    from ktrial.report.html import highlight_values, op_value_html
+
+    assert highlight_values({"value": 5, "values": [6, 7], "lost": [["0", 8]]}) == {5, 6, 7, 8}
+    out = op_value_html([["send", 0, [115, 27]], "<b>it's 27</b>", [1, 270]], {27})
+    assert out.count("<mark>27</mark>") == 2 and "270" in out and "<b>" not in out
+    # a long drain poll is cut around the marked value, not at its start
+    big = [["poll", {"0": [[i, 1000 + i] for i in range(300)]}]]
+    out = op_value_html(big, {1250})
+    assert "<mark>1250</mark>" in out and out.startswith("…")
