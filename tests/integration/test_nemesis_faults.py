@@ -185,3 +185,23 @@ def test_memory_squeeze_hits_the_limit_and_release_restores_it(
     assert obs["failcnt_delta"] > 0
     assert set(release.value["vmstat_delta"]) == {"allocstall", "pgscan_direct", "pgsteal_direct"}
     assert release.value["limits_restored"] == {"n1": before_limit}
+
+
+def test_controller_and_leaders_targets_come_from_the_cluster(
+    nemesis: Nemesis, healed_local_cluster: LocalCluster
+) -> None:
+    from confluent_kafka.admin import AdminClient
+    from ktrial.nemesis import discovery
+
+    cluster = healed_local_cluster
+    cluster.create_topics({"nemesis-targets": 2})
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(timeout=10)
+    expect = {f"n{p.leader}" for p in md.topics["nemesis-targets"].partitions.values()}
+
+    ctrl = nemesis.ctx.resolve("controller")
+    assert len(ctrl) == 1 and ctrl[0] in {"n1", "n2", "n3"}
+    assert discovery.leader_from_files(cluster.nodes) == ctrl[0]  # the KRaft quorum leader
+    assert (
+        set(discovery.leaders(cluster, [("nemesis-targets", 0), ("nemesis-targets", 1)])) == expect
+    )
+    assert set(discovery.leaders(cluster, ["nemesis-targets"])) == expect
