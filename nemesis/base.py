@@ -53,6 +53,7 @@ class Context:
     # held for a whole start or stop, so a heal never interleaves with a half-applied fault
     apply_lock: threading.RLock = field(default_factory=threading.RLock)
     halting: threading.Event = field(default_factory=threading.Event)
+    closed: bool = False  # set by Nemesis.close(): no fault may start any more
     touched: set[str] = field(default_factory=set)  # nodes process/memory faults acted on
 
     def nodes(self) -> dict[str, Node]:
@@ -98,6 +99,8 @@ class FaultBase:
             return self._locked_start(targets)
 
     def _locked_start(self, targets: TargetSpec) -> dict[str, Any]:
+        if self.ctx.closed:
+            raise RuntimeError(f"the nemesis is closed (the run is ending): {self.id} not started")
         with self.ctx.lock:
             if self.started:
                 raise RuntimeError(f"fault {self.id} was already started; make a new one")

@@ -244,8 +244,14 @@ class Nemesis:
                 errors.append(f"sweeping toxics: {e}")
         return n
 
+    def close(self) -> None:
+        """Refuse every later fault start (a schedule thread still running after Ctrl-C
+        cannot fault the cluster again), then heal everything. Idempotent."""
+        self.ctx.closed = True  # checked under apply_lock by every start
+        self.heal_all()
+
     def __enter__(self) -> Nemesis:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.heal_all()
+        self.close()

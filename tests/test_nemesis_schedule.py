@@ -148,6 +148,18 @@ def test_faults_are_recorded_and_heal_all_brings_everything_back(
     assert dict(nemesis_ops(tmp_path))["kill"] == {"nodes": ["n1"], "signal": "SIGKILL"}
 
 
+def test_a_closed_nemesis_heals_and_starts_nothing_more(
+    cluster: ProcCluster, recorder: Recorder, tmp_path: Path
+) -> None:
+    nem = Nemesis(cluster, recorder, ["pause"], random.Random(1))
+    nem.start("pause", ["n1"])
+    nem.close()
+    assert all_up(cluster)
+    with pytest.raises(RuntimeError, match="closed"):
+        nem.start("pause", ["n2"])
+    assert all_up(cluster) and [f for f, _ in nemesis_ops(tmp_path)] == ["pause", "resume", "heal"]
+
+
 def test_namespace_and_cgroup_faults_refuse_a_cluster_without_them(
     cluster: ProcCluster, recorder: Recorder
 ) -> None:
