@@ -94,6 +94,19 @@ def profile_settings(profile: str, nodes: int) -> dict[str, str]:
 PROFILES = ("safe", "unsafe")
 
 
+def format_features(profile: str) -> dict[str, str]:
+    """Feature levels fixed when the storage is formatted (`StorageTool format --feature`).
+
+    Kafka 4.1 turns Eligible Leader Replicas (KIP-966) on for new clusters: the
+    controller then prefers replicas that were safely caught up, which masks the
+    classic unclean-election losses the unsafe profile is meant to expose. unsafe
+    formats with ELR off; safe keeps the version's default.
+    """
+    if profile == "unsafe":
+        return {"eligible.leader.replicas.version": "0"}
+    return {}
+
+
 def quorum_voters(nodes: Sequence[NodeAddr]) -> str:
     return ",".join(f"{n.node_id}@{n.host}:{n.ports.controller}" for n in nodes)
 

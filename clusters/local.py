@@ -37,6 +37,7 @@ from .kafka_config import (
     PROFILES,
     NodeAddr,
     Ports,
+    format_features,
     jvm_args,
     log4j2_xml,
     new_cluster_id,
@@ -577,6 +578,8 @@ class LocalCluster:
                 "-c",
                 str(n.config_path),
             ]
+            for feature, level in format_features(self.profile).items():
+                cmd += ["--feature", f"{feature}={level}"]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if proc.returncode != 0:
                 raise ClusterNotReady(

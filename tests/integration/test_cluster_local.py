@@ -73,6 +73,16 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expect: int) -> lis
     return got
 
 
+def live_broker_config(cluster: LocalCluster, node_id: int) -> dict[str, str]:
+    """The configuration a running broker reports through the admin API."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    res = ConfigResource(ConfigResource.Type.BROKER, str(node_id))
+    entries = admin.describe_configs([res])[res].result(timeout=30)
+    return {k: str(v.value) for k, v in entries.items()}
+
+
 def fresh_topic(cluster: LocalCluster, partitions: int = 3) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.create_topics({name: partitions}, replication_factor=3)
@@ -127,6 +137,11 @@ def test_nodes_have_namespace_cgroup_and_logs(local_cluster: LocalCluster) -> No
         assert n.log_path.is_file() and "Kafka Server started" in n.log_path.read_text()
     meta = local_cluster.metadata()
     assert meta["kind"] == "local" and meta["profile"] == "safe"
+    conf = live_broker_config(local_cluster, 1)
+    assert conf["min.insync.replicas"] == "2"
+    assert conf["unclean.leader.election.enable"] == "false"
+    assert conf["offsets.topic.replication.factor"] == "3"
+    assert conf["transaction.state.log.min.isr"] == "2"
 
 
 def test_kill_one_node_others_serve_and_it_rejoins(healed_local_cluster: LocalCluster) -> None:
@@ -300,15 +315,21 @@ def test_cli_up_status_down() -> None:
         subprocess.run([*ktrial, "down", rid], capture_output=True, timeout=200)
 
 
-def test_without_netns_brokers_share_loopback(
+def test_without_netns_brokers_share_loopback_unsafe_profile(
     make_local_cluster: Callable[..., LocalCluster],
 ) -> None:
-    c = make_local_cluster(nodes=1, use_netns=False)
+    c = make_local_cluster(
+        nodes=1, use_netns=False, profile="unsafe", broker_config={"log.retention.hours": "5"}
+    )
     n = c.node("n1")
     assert n.address == "127.0.0.1" and n.netns is None
     assert any("partition" in f for f in c.unavailable_faults())
     with pytest.raises(Unsupported, match="namespace"):
         n.exec(["true"])
+    conf = live_broker_config(c, 1)
+    assert conf["min.insync.replicas"] == "1"
+    assert conf["unclean.leader.election.enable"] == "true"
+    assert conf["log.retention.hours"] == "5"  # --broker-config overrides reach the broker
     c.create_topics({"loop": 1}, replication_factor=1)
     produce(c.bootstrap_servers, "loop", range(0, 30, 3))
     assert sorted(consume_all(c.bootstrap_servers, "loop", 1, 10)) == list(range(0, 30, 3))
