@@ -87,6 +87,7 @@ class GenParams:
     int_keys: bool = True  # keys written as ints (else "k0", "k1", ...)
     value_base: int = 1000  # first value; values are unique overall
     max_step_ns: int = 2_000_000  # clock advance per event: 1..max_step_ns
+    nemesis_p: float = 0.0  # chance per event of a nemesis op (the checker must skip them)
 
 
 @dataclass
@@ -230,6 +231,7 @@ class _Sim:
         self.index = 0
         self.next_value = p.value_base
         self.next_pid = 0
+        self.nemesis_on = False
         self.procs: list[_Proc] = []
         # subscribe mode: the group
         self.group_gen = 0
@@ -250,7 +252,7 @@ class _Sim:
         self.index += 1
         return d
 
-    def _op(self, pid: int, typ: str, f: str, value: Any, **extra: Any) -> dict[str, Any]:
+    def _op(self, pid: int | str, typ: str, f: str, value: Any, **extra: Any) -> dict[str, Any]:
         d: dict[str, Any] = {
             "index": 0,
             "time": self._tick(),
@@ -532,6 +534,9 @@ class _Sim:
                 break
             if cut_at is not None and started >= cut_at:
                 break
+            if p.nemesis_p and rng.random() < p.nemesis_p:
+                yield self._nemesis()
+                continue
             pr = busy[0] if p.atomic and busy else rng.choice(live)
             if pr.run is None:
                 if remaining <= 0:
@@ -591,6 +596,22 @@ class _Sim:
             if self.collect:
                 self.truth.never_appended.update(m[2] for m in plan if m[0] == "send")
             yield self._op(pr.pid, "invoke", f, [self._invoke_mop(m) for m in plan])
+
+    def _nemesis(self) -> dict[str, Any]:
+        """A fault starting or ending: recorded in the history, no effect on the model."""
+        self.nemesis_on = not self.nemesis_on
+        f = self.rng.choice(["partition", "kill", "pause", "memory-squeeze"])
+        if f == "partition":
+            f = "start-partition" if self.nemesis_on else "stop-partition"
+            value: Any = {"shape": "isolate-one", "nodes": ["n1"]}
+        elif f == "kill":
+            f, value = ("kill" if self.nemesis_on else "start"), ["n2"]
+        elif f == "pause":
+            f, value = ("pause" if self.nemesis_on else "resume"), ["n3"]
+        else:
+            f = "memory-squeeze" if self.nemesis_on else "memory-release"
+            value = {"n1": "256M"}
+        return self._op("nemesis", "info", f, value)
 
     def _drain(self) -> Iterator[dict[str, Any]]:
         """Fresh consumers assign every key from the beginning and read to the end."""

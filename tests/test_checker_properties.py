@@ -53,6 +53,7 @@ correct_params = st.builds(
     tail_invokes=st.integers(0, 2),
     int_keys=st.booleans(),
     drain_consumers=st.integers(1, 2),
+    nemesis_p=st.sampled_from([0.0, 0.05]),
 )
 
 
