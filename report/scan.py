@@ -60,52 +60,74 @@ class HistoryScan:
 
 
 def scan_history(path: Path, wanted: Iterable[int] = ()) -> HistoryScan:
-    """Read `path` once; keep full ops only for the indices in `wanted`."""
+    """Read `path` once; keep full ops only for the indices in `wanted`.
+
+    The loop is written for speed (locals, no per-op method calls): it is the
+    part of a report that grows with the history.
+    """
     want = set(wanted)
     scan = HistoryScan()
     faults = FaultTracker()
     pending: dict[Any, tuple[int, str]] = {}  # process -> (invoke ns, f)
     if not path.exists():
         return scan
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    counts = scan.counts
+    per_type: dict[str, Counter[int]] = scan.throughput
+    # (f, type) -> (times, latencies) appenders
+    series: dict[tuple[str, str], tuple[Any, Any]] = {}
+    n_ops = bad = 0
+    end_ns = 0
     with path.open("rb") as fh:
         for n, raw in enumerate(fh):
-            if not raw.strip():
-                continue
             try:
-                op = orjson.loads(raw)
+                op = loads(raw)
                 t = int(op.get("time", 0))
                 typ = op["type"]
                 f = op["f"]
                 process = op.get("process")
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                scan.bad_lines += 1
+            except (decode_error, KeyError, TypeError, ValueError, AttributeError):
+                if raw.strip():
+                    bad += 1
                 continue
-            if isinstance(typ, str) and typ.startswith(":"):
+            if typ.__class__ is not str or f.__class__ is not str:
+                typ, f = str(typ), str(f)
+            if typ[:1] == ":":
                 typ = typ[1:]
-            if isinstance(f, str) and f.startswith(":"):
+            if f[:1] == ":":
                 f = f[1:]
-            index = op.get("index", n)
-            scan.ops += 1
-            t_s = t / NS
-            scan.end_s = max(scan.end_s, t_s)
-            if want and isinstance(index, int) and index in want:
-                scan.ops_by_index[index] = op
-            if process in ("nemesis", ":nemesis"):
+            n_ops += 1
+            if t > end_ns:
+                end_ns = t
+            if want:
+                index = op.get("index", n)
+                if isinstance(index, int) and index in want:
+                    scan.ops_by_index[index] = op
+            if process == "nemesis" or process == ":nemesis":
                 if typ != "invoke":
-                    faults.add(str(f), t_s, op.get("value"))
+                    faults.add(f, t / NS, op.get("value"))
                 continue
             if typ == "invoke":
-                pending[process] = (t, str(f))
+                pending[process] = (t, f)
                 continue
-            scan.counts[(str(f), str(typ))] += 1
-            scan.throughput.setdefault(str(typ), Counter())[int(t_s)] += 1
+            counts[(f, typ)] += 1
+            c = per_type.get(typ)
+            if c is None:
+                c = per_type[typ] = Counter()
+            c[t // NS] += 1
             inv = pending.pop(process, None)
             if inv is not None:
-                key = (inv[1], str(typ))
-                s = scan.latency.get(key)
-                if s is None:
+                key = (inv[1], typ)
+                app = series.get(key)
+                if app is None:
                     s = scan.latency[key] = Series()
-                s.add(t_s, (t - inv[0]) / 1e6)
+                    app = series[key] = (s.t_s.append, s.latency_ms.append)
+                app[0](t / NS)
+                app[1]((t - inv[0]) / 1e6)
+    scan.ops = n_ops
+    scan.bad_lines = bad
+    scan.end_s = end_ns / NS
     scan.in_flight = len(pending)
     scan.faults = faults.windows(scan.end_s)
     return scan
