@@ -18,6 +18,7 @@ Outcome rules (why these):
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,15 @@ def build_junit(
         el.set("failures", str(n_fail))
         el.set("errors", str(n_err))
     suite.set("skipped", str(n_skip))
+    stats = (results or {}).get("stats")
+    duration = stats.get("duration_s") if isinstance(stats, dict) else None
+    if isinstance(duration, (int, float)):
+        suite.set("time", f"{duration:.3f}")
+    start = test.get("wall_start")
+    if isinstance(start, (int, float)):  # epoch seconds, as `ktrial run` records it
+        suite.set("timestamp", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start)))
+    elif isinstance(start, str):
+        suite.set("timestamp", start)
     ET.indent(suites)
     return ET.ElementTree(suites)
 

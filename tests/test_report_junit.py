@@ -38,6 +38,14 @@ def test_suite_counts_match_testcases(invalid: tuple[Path, ET.Element]) -> None:
     assert sorted(skipped) == ["eos-duplicate", "eos-loss"]  # a queue run
 
 
+def test_suite_time_and_timestamp(tmp_path: Path) -> None:
+    test = {"wall_start": 1_795_000_000.5}
+    results = {"valid": True, "stats": {"duration_s": 61.25}}
+    suite = build_junit(results, test, tmp_path / "r.html").getroot().find("testsuite")
+    assert suite is not None
+    assert suite.get("time") == "61.250" and suite.get("timestamp") == "2026-11-18T11:06:40"
+
+
 def test_every_known_type_is_a_testcase(invalid: tuple[Path, ET.Element]) -> None:
     _, root = invalid
     names = [
