@@ -13,16 +13,20 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
+import subprocess
+import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from ktrial.checker import CheckOptions, check
-from ktrial.histories.gen import Generated, GenParams, generate, to_ops
+from ktrial.checker import CheckOptions, check, check_file
+from ktrial.histories.gen import Generated, GenParams, generate, to_jsonl, to_ops
 from ktrial.histories.mutate import INJECTORS, Fault
 
 SETTINGS = settings(
@@ -260,3 +264,25 @@ def test_omitted_invokes_and_cut_short_histories_are_valid() -> None:
         _assert_valid(check(to_ops(g.ops)), g.ops)
         g = generate(GenParams(seed=seed, ops=80, truncate=True, tail_invokes=1, info_p=0.2))
         _assert_valid(check(to_ops(g.ops)), g.ops)
+
+
+def test_fault_found_through_jsonl_and_cli(tmp_path: Path) -> None:
+    """The same verdicts hold when the history goes through history.jsonl and `ktrial check`."""
+    g = generate(GenParams(seed=9, ops=40, keys=2, abort_p=0.3))
+    f = INJECTORS["G1a"](g, random.Random(1))
+    assert f is not None
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    to_jsonl(g.ops, good)
+    to_jsonl(f.ops, bad)
+    _assert_valid(check_file(good, CheckOptions(sub_via="assign")), g.ops)
+    assert check_file(bad, CheckOptions(sub_via="assign"))["bad_error_types"] == ["G1a"]
+    for path, code in ((good, 0), (bad, 1)):
+        out = tmp_path / f"{path.stem}-results.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "ktrial", "check", str(path), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        assert json.loads(out.read_text())["valid"] is (code == 0)
