@@ -1,0 +1,146 @@
+"""Whole runs of the queue and copy workloads on the real 3-node local cluster, checked.
+
+Each run goes through workloads.runner.execute exactly as `ktrial run` does:
+setup -> main phase -> drain -> checker, into a run directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ktrial.histories.jsonl import read_history
+from ktrial.histories.store import create_run, load_json
+from ktrial.workloads import make_workload
+from ktrial.workloads.runner import RunOutcome, execute
+
+pytestmark = pytest.mark.integration
+
+
+def run(
+    cluster: Any,
+    tmp_path: Path,
+    workload: str,
+    opts: dict[str, Any],
+    seconds: float,
+    seed: int = 11,
+) -> RunOutcome:
+    wl = make_workload(workload, opts, seed)
+    rd = create_run(tmp_path / "store", workload)
+    out = execute(cluster, wl, rd, seed, seconds, drain_timeout_s=60.0)
+    # What execute returned is what it wrote.
+    assert load_json(rd.results)["valid"] == out.results["valid"]
+    meta = load_json(rd.test_json)
+    assert meta["seed"] == seed and meta["keys"] and meta["producer_config"]["acks"] == "all"
+    assert meta["consumer_config"]["isolation.level"] == "read_committed"
+    assert meta["cluster"]["kind"] == "local"
+    out.meta["_history"] = str(rd.history)
+    return out
+
+
+def n(out: RunOutcome, f: str, t: str) -> int:
+    return out.counts.get(f"{f}:{t}", 0)
+
+
+def explain(out: RunOutcome) -> str:
+    return f"results={out.results.get('anomalies')} drain={out.drain} counts={out.counts}"
+
+
+def assert_fully_drained(out: RunOutcome) -> None:
+    assert out.drain["caught_up"], explain(out)
+    assert out.drain["lagging_keys"] == {}
+    # Every value an ok send acknowledged was read back by an ok poll.
+    ops = read_history(out.meta["_history"])
+    sent = {
+        (m.key, m.value)
+        for o in ops
+        if o.type == "ok" and o.is_data
+        for m in o.value
+        if type(m).__name__ == "Send" and m.offset is not None
+    }
+    read = {
+        (k, v)
+        for o in ops
+        if o.type == "ok" and o.is_data
+        for m in o.value
+        if type(m).__name__ == "Poll" and m.records
+        for k, recs in m.records.items()
+        for _, v in recs
+    }
+    assert sent and sent <= read, f"{len(sent - read)} acknowledged values never read"
+
+
+def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
+    out = run(
+        local_cluster,
+        tmp_path,
+        "queue",
+        {"txn": False, "concurrency": 12, "crash_clients": 400},
+        20,
+    )
+    assert out.results["valid"] is True, explain(out)
+    assert n(out, "send", "ok") >= 1000 and n(out, "poll", "ok") >= 500, out.counts
+    assert n(out, "crash", "info") >= 1
+    assert_fully_drained(out)
+
+
+def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
+    out = run(
+        local_cluster,
+        tmp_path,
+        "queue",
+        {"txn": True, "abort_p": 0.1, "concurrency": 16, "crash_clients": 300},
+        25,
+    )
+    assert out.results["valid"] is True, explain(out)
+    assert n(out, "txn", "ok") >= 200, out.counts
+    assert n(out, "txn", "fail") >= 5, out.counts  # deliberate aborts, recorded as fail
+    assert_fully_drained(out)
+    # Aborted values were really written (offsets acknowledged), yet no ok op read them.
+    ops = read_history(out.meta["_history"])
+    aborted = {
+        (m.key, m.value)
+        for o in ops
+        if o.type == "fail" and o.f == "txn"
+        for m in o.value
+        if type(m).__name__ == "Send" and m.offset is not None
+    }
+    assert aborted
+
+
+def test_queue_subscribe_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
+    out = run(
+        local_cluster,
+        tmp_path,
+        "queue",
+        {
+            "txn": True,
+            "sub_via": "subscribe",
+            "concurrency": 4,
+            "abort_p": 0.05,
+            "reassign_p": 0.01,
+            "n_keys": 8,
+        },
+        15,
+    )
+    assert out.results["valid"] is True, explain(out)
+    assert n(out, "subscribe", "ok") >= 4 and n(out, "txn", "ok") >= 50, out.counts
+    assert_fully_drained(out)
+
+
+def test_copy_run_is_exactly_once(local_cluster: Any, tmp_path: Path) -> None:
+    out = run(
+        local_cluster,
+        tmp_path,
+        "copy",
+        {"rate": 200, "copiers": 3, "crash_clients": 40, "abort_p": 0.05},
+        20,
+    )
+    assert out.results["valid"] is True, explain(out)
+    assert not {"eos-duplicate", "eos-loss"} & set(out.results["anomalies"])
+    assert n(out, "send", "ok") >= 1000, out.counts
+    assert n(out, "txn", "ok") >= 100 and n(out, "crash", "info") >= 2, out.counts
+    assert n(out, "txn", "fail") >= 1, out.counts
+    assert out.drain["copy_caught_up"], explain(out)
+    assert_fully_drained(out)
