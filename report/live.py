@@ -14,6 +14,7 @@ and joins the thread, and it never swallows the exception that ended the block.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -28,6 +29,8 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from .faults import targets
 
 COMPLETIONS = ("ok", "fail", "info")
 RATE_WINDOW_S = 5.0
@@ -83,12 +86,19 @@ def progress(
     return Progress(now_s, time_limit_s, rates, totals, by_f, faults, unseen)
 
 
+def _fault_name(name: str) -> str:
+    """Nemesis fault ids look like `<uid>-<n>-<family>`: show `<family>#<n>`."""
+    m = re.search(r"-(\d+)-([A-Za-z][\w-]*)$", name)
+    return f"{m.group(2)}#{m.group(1)}" if m else name
+
+
 def _fault_text(faults: dict[str, Any]) -> str:
     if not faults:
         return "none"
     parts = []
     for name, v in sorted(faults.items()):
-        parts.append(f"{name}({v})" if v not in (None, "", [], {}) else name)
+        nodes = sorted(targets(v))
+        parts.append(_fault_name(name) + (f" [{','.join(nodes)}]" if nodes else ""))
     return ", ".join(parts)
 
 

@@ -37,7 +37,9 @@ def test_progress_rates_and_counts() -> None:
     assert p.remaining_s == 55.0
     line = plain_line(p)
     assert line.startswith("[    5.0s/60s] send 4.8/s | ok 28 fail 0 info 1")
-    assert "faults: kill-1(['n1'])" in line and line.endswith("| unseen 7")
+    assert "faults: kill-1 [n1]" in line and line.endswith("| unseen 7")
+    p = progress(deque([(1.0, after)]), None, {"a1b2-3-partition": {"nodes": ["n2", "n1"]}}, None)
+    assert plain_line(p).endswith("| faults: partition#3 [n1,n2]")
 
 
 def test_plain_lines_without_a_terminal(tmp_path: Path) -> None:
