@@ -315,6 +315,8 @@ class ConfluentDriver:
                     bad = err
                 continue
             topic, part, off = m.topic(), m.partition(), m.offset()
+            if topic is None or part is None or off is None:
+                continue
             try:
                 key = self.cfg.keys.key_of(topic, part)
             except KeyError:

@@ -29,7 +29,8 @@ import random
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import confluent_kafka as ck
 
@@ -37,7 +38,7 @@ from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig
-from .driver import KeyMap, TopicPartition
+from .driver import Completion, Driver, KeyMap, TopicPartition
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 
@@ -103,7 +104,7 @@ class CopyWorkload:
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
         cluster.create_topics(self.topics, replication_factor=self.opts.replication_factor)
-        common = dict(
+        common: dict[str, Any] = dict(
             bootstrap=cluster.bootstrap_servers,
             keys=self.keys,
             group_id=f"ktrial-{self.run_id}-copy",
@@ -198,7 +199,7 @@ class CopyWorkload:
                     v = self._next_value
                     self._next_value += 1
                 mops = [["send", k, v]]
-                c = slot.record("send", mops, lambda d, mops=mops: d.execute("send", mops))
+                c = slot.record("send", mops, partial(_send, mops=mops))
                 self.tracker.observe(c.value)
         except BaseException as e:
             errs.append(e)
@@ -216,8 +217,8 @@ class CopyWorkload:
                 if slot.process != process:
                     process = slot.process
                     c = slot.record(
-                        "subscribe", self.input_keys, lambda d: d.assign(self.input_keys)
-                    )  # type: ignore[attr-defined]
+                        "subscribe", self.input_keys, partial(_subscribe, keys=self.input_keys)
+                    )
                     if c.type != "ok":
                         continue
                 with self._rng_lock:
@@ -235,7 +236,7 @@ class CopyWorkload:
                 c = slot.record(
                     "txn",
                     [["poll"]],
-                    lambda d, a=abort, sh=shift: d.copy_txn(self.route, sh, a),  # type: ignore[attr-defined]
+                    partial(_copy_step, route=self.route, shift=shift, abort=abort),
                 )
                 self.tracker.observe(c.value)
         except BaseException as e:
@@ -316,3 +317,15 @@ class CopyWorkload:
         }
         res["caught_up"] = bool(res["caught_up"]) and not behind
         return res
+
+
+def _send(d: Driver, mops: list[Any]) -> Completion:
+    return d.execute("send", mops)
+
+
+def _copy_step(d: Driver, route: dict[int, int], shift: int, abort: bool) -> Completion:
+    return cast(ConfluentDriver, d).copy_txn(route, shift, abort)
+
+
+def _subscribe(d: Driver, keys: list[int]) -> Completion:
+    return d.assign(keys)

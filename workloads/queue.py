@@ -14,14 +14,15 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig
-from .driver import DriverFactory, KeyMap, TopicPartition
-from .generator import Generator, GenOptions
+from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
+from .generator import Generator, GenOp, GenOptions
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 
@@ -187,12 +188,10 @@ class QueueWorkload:
                     continue
                 if op.f in ("assign", "subscribe"):
                     keys = sorted(set(op.value) | set(self.tracker.unread(self.opts.chase_keys)))
-                    c = slot.record(op.f, keys, lambda d, keys=keys: d.assign(keys))
+                    c = slot.record(op.f, keys, partial(_assign, keys=keys))
                     needs_assign = c.type != "ok"
                     continue
-                c = slot.record(
-                    op.f, op.value, lambda d, op=op: d.execute(op.f, op.value, op.abort)
-                )
+                c = slot.record(op.f, op.value, partial(_execute, op=op))
                 self.tracker.observe(c.value)
         except BaseException as e:
             errors.append(e)
@@ -216,6 +215,14 @@ class QueueWorkload:
         return drain_mod.drain(
             recorder, lambda p: ConfluentDriver(cfg, p, -1, produce=False), targets, timeout_s
         )
+
+
+def _assign(d: Driver, keys: list[int]) -> Completion:
+    return d.assign(keys)
+
+
+def _execute(d: Driver, op: GenOp) -> Completion:
+    return d.execute(op.f, op.value, op.abort)
 
 
 def _confluent_factory(cfg: DriverConfig) -> DriverFactory:

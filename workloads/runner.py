@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,8 +68,13 @@ def execute(
     drain_timeout_s: float = 60.0,
     extra_meta: dict[str, Any] | None = None,
     stop: threading.Event | None = None,
+    until: Callable[[Counter[tuple[str, str]]], bool] | None = None,
 ) -> RunOutcome:
-    """Run `workload` on `cluster` for `time_limit_s`, drain, check; write everything to `run`."""
+    """Run `workload` on `cluster` for `time_limit_s`, drain, check; write everything to `run`.
+
+    `until`, if given, ends the main phase early once it returns True for the
+    recorder's live counts ((f, type) -> n): a run sized by work done rather than time.
+    """
     t0 = time.monotonic()
     meta: dict[str, Any] = {
         "ktrial_version": __version__,
@@ -101,6 +108,8 @@ def execute(
             while worker.is_alive() and not stop.is_set():
                 stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
                 if time.monotonic() >= deadline:
+                    break
+                if until is not None and until(recorder.snapshot()[1]):
                     break
         except KeyboardInterrupt:
             interrupted = True

@@ -81,6 +81,7 @@ def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> No
     )
     assert out.results["valid"] is True, explain(out)
     assert n(out, "send", "ok") >= 1000 and n(out, "poll", "ok") >= 500, out.counts
+    assert n(out, "send", "ok") + n(out, "poll", "ok") >= 2000, out.counts
     assert n(out, "crash", "info") >= 1
     assert_fully_drained(out)
 
