@@ -87,6 +87,7 @@ class GenParams:
     int_keys: bool = True  # keys written as ints (else "k0", "k1", ...)
     value_base: int = 1000  # first value; values are unique overall
     max_step_ns: int = 2_000_000  # clock advance per event: 1..max_step_ns
+    from_start_p: float = 0.5  # a consumer's newly assigned key starts at 0 (else at the end)
     nemesis_p: float = 0.0  # chance per event of a nemesis op (the checker must skip them)
 
 
@@ -287,7 +288,8 @@ class _Sim:
                 pr.pos[k] = 0
             elif k not in pr.pos:
                 # A key this consumer never read: start at the beginning or at the end.
-                pr.pos[k] = 0 if self.rng.random() < 0.5 else self.logs[k].end()
+                start = self.rng.random() < self.p.from_start_p
+                pr.pos[k] = 0 if start else self.logs[k].end()
         pr.assigned = list(keys)
 
     def _subscribe(self, pr: _Proc) -> Iterator[dict[str, Any]]:
