@@ -32,7 +32,10 @@ TIME_BINS = 400
 TYPE_COLOURS = {"ok": "#2ca02c", "fail": "#ff7f0e", "info": "#d62728"}
 TYPE_MARKERS = {"ok": "o", "fail": "x", "info": "^"}
 F_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-FIGSIZE = (11.0, 3.8)
+FIGSIZE = (12.0, 3.8)
+# Fixed axes geometry (no tight bbox) so every plot's time axis lines up with the
+# others when they are stacked in the report; the legend lives in the right margin.
+MARGINS = {"left": 0.07, "right": 0.82, "top": 0.9, "bottom": 0.14}
 DPI = 96
 
 
@@ -78,7 +81,8 @@ def _finish(fig: Any, ax: Axes, handles: list[Any], title: str, out: Path) -> Pa
             handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI, bbox_inches="tight")
+    fig.subplots_adjust(**MARGINS)
+    fig.savefig(out, dpi=DPI)
     plt.close(fig)
     return out
 
@@ -200,6 +204,11 @@ def plot_over_time(
     (line,) = ax.step(arr[:, 0], arr[:, 1], where="post", color=colour, linewidth=1.3, label=ylabel)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
+    y = arr[:, 1]
+    if len(y) > 10 and float(y.max()) > 20 * max(float(np.percentile(y, 95)), 1.0):
+        # One spike (often the drain) would flatten the rest of the run to zero.
+        ax.set_yscale("symlog", linthresh=max(float(np.percentile(y, 50)), 1.0))
+        ax.set_ylabel(f"{ylabel}, symlog")
     _xlim(ax, max(scan.end_s, float(arr[:, 0].max())))
     return _finish(fig, ax, [line, *fault_handles], title, out)
 

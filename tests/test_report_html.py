@@ -199,3 +199,16 @@ def test_op_values_mark_the_example_values_and_stay_escaped() -> None:
     big = [["poll", {"0": [[i, 1000 + i] for i in range(300)]}]]
     out = op_value_html(big, {1250})
     assert "<mark>1250</mark>" in out and out.startswith("…")
+
+
+def test_over_time_plot_with_one_huge_spike(tmp_path: Path) -> None:
+    from ktrial.report.plots import plot_over_time
+    from ktrial.report.scan import HistoryScan
+
+    points = [[t / 10, 5.0] for t in range(300)] + [[30.0, 90_000.0]]
+    out = plot_over_time(
+        points, HistoryScan(end_s=31.0), tmp_path / "lag.png", "lag", "ms", "#1f77b4"
+    )
+    assert out is not None and out.read_bytes().startswith(b"\x89PNG")
+    assert plot_over_time([], HistoryScan(), tmp_path / "x.png", "t", "y", "#000") is None
+    assert plot_over_time([[1, "x"]], HistoryScan(), tmp_path / "x.png", "t", "y", "#000") is None
