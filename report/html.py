@@ -657,6 +657,17 @@ def section_config(test: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _files(run_dir: Path) -> str:
+    """Relative links to the run's other files (they open offline, beside this report)."""
+    names = ["history.jsonl", "results.json", "test.json", "junit.xml", "plots/", "logs/"]
+    links = [
+        f'<a href="{esc(n)}">{esc(n)}</a>'
+        for n in names
+        if n == "junit.xml" or (run_dir / n.rstrip("/")).exists()
+    ]
+    return '<h2 id="files">Files of this run</h2><p>' + " · ".join(links) + "</p>"
+
+
 def build_html(
     run_dir: Path,
     results: dict[str, Any] | None,
@@ -678,6 +689,7 @@ def build_html(
             section_metrics(results, scan),
             section_faults(scan.faults),
             section_config(test),
+            _files(run_dir),
             f'<p class="missing">Generated {esc(generated)} from {esc(run_dir)}.</p>',
         ]
     )
