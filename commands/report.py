@@ -15,8 +15,7 @@ import click
 import orjson
 
 from ..histories.store import RunDir, load_json, write_json
-from ..report.html import render_report, verdict_of
-from ..report.junit import write_junit
+from ..report.verdict import verdict_of
 
 EXIT_CODES = {"valid": 0, "invalid": 1, "unknown": 2}
 
@@ -69,6 +68,9 @@ def report(run_dir: Path, recheck: bool) -> int:
     if not rd.history.exists():
         raise click.UsageError(f"{run_dir} is not a run directory: it has no history.jsonl")
     results = check_run(rd) if recheck or not rd.results.exists() else load_results(rd)
+    from ..report.html import render_report  # matplotlib: imported only when drawing
+    from ..report.junit import write_junit
+
     path = render_report(rd.path, results)
     write_junit(rd.path, results)
     click.echo(str(path))

@@ -29,6 +29,7 @@ from .faults import FaultWindow, family_colour
 from .meanings import meaning, ordered_types
 from .plots import all_plots
 from .scan import NS, HistoryScan, scan_history
+from .verdict import verdict_of
 
 MAX_EXAMPLES = 5
 MAX_VALUE_CHARS = 400
@@ -49,18 +50,6 @@ def to_json(x: object, limit: int | None = MAX_VALUE_CHARS) -> str:
     if limit is not None and len(s) > limit:
         s = s[:limit] + f"… ({len(s) - limit} more characters)"
     return s
-
-
-def verdict_of(results: dict[str, Any] | None) -> str:
-    """'valid', 'invalid', 'unknown' or 'not checked'."""
-    if results is None:
-        return "not checked"
-    v = results.get("valid")
-    if v is True:
-        return "valid"
-    if v is False:
-        return "invalid"
-    return "unknown"
 
 
 def example_op_indices(results: dict[str, Any] | None, per_type: int = MAX_EXAMPLES) -> set[int]:

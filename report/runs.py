@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ..histories.store import RunDir, list_runs, load_json
-from .html import verdict_of
+from .verdict import verdict_of
 
 CHUNK = 1 << 20
 
