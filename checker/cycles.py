@@ -28,6 +28,7 @@ from .graph import (
     RT,
     WR,
     WW,
+    Writers,
     candidate_components,
     next_committed_writer,
     ok_completion_positions,
@@ -36,7 +37,7 @@ from .graph import (
     ww_edges,
 )
 from .logs import Logs
-from .prepare import Prepared
+from .prepare import Prepared, iter_reads
 
 Example = dict[str, Any]
 
@@ -57,7 +58,7 @@ class Timeout(Exception):
 
 
 def component_graph(
-    p: Prepared, logs: Logs, members: list[int], ww: bool, wr: bool = True
+    p: Prepared, logs: Logs, writers: Writers, members: list[int], ww: bool, wr: bool = True
 ) -> nx.DiGraph:
     """All real edges among `members`, each with a `t` bit mask of WW/WR/RT."""
     g = nx.DiGraph()
@@ -71,7 +72,7 @@ def component_graph(
             g.add_edge(u, v, t=t)
 
     if wr:
-        for u, v in wr_edges(p, logs, only=mset):
+        for u, v in wr_edges(p, logs, writers, only=members):
             if u in mset:
                 add(u, v, WR)
     if ww:
@@ -152,7 +153,7 @@ def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, st
     """(edge type name, sentence) explaining why u precedes v."""
     a, b = p.ops[u], p.ops[v]
     if t & WR:
-        for k, val_, o, i in b.reads:
+        for k, val_, o, i in iter_reads(p, b):
             w = p.writer_of.get(k, {}).get(val_)
             if w == u:
                 j = next((jj for kk, vv, _oo, jj in a.writes if kk == k and vv == val_), "?")
@@ -220,13 +221,14 @@ def explain_cycle(p: Prepared, logs: Logs, name: str, cyc: list[tuple[int, int, 
 def _search_component(
     p: Prepared,
     logs: Logs,
+    writers: Writers,
     members: list[int],
     ww: bool,
     searches: list[tuple[str, int, int]],
     budget: float,
 ) -> tuple[dict[str, Example], bool]:
     deadline = time.monotonic() + budget
-    whole = component_graph(p, logs, members, ww=ww)
+    whole = component_graph(p, logs, writers, members, ww=ww)
     found: dict[str, Example] = {}
     for comp in nx.strongly_connected_components(whole):
         if len(comp) < 2:
@@ -256,6 +258,7 @@ def find_cycles(
 ) -> tuple[dict[str, list[Example]], list[Example], dict[str, Any]]:
     """Return (anomalies by type, cycle-search-timeout examples, search stats)."""
     cpos = ok_completion_positions(p)
+    writers = Writers(p, logs, cpos)
     out: dict[str, list[Example]] = {}
     timeouts: list[Example] = []
     stats: dict[str, Any] = {"components": 0, "largest_component": 0, "truncated": False}
@@ -270,10 +273,10 @@ def find_cycles(
             out.setdefault(name, []).append(ex)
 
     # 1. the bad search: wr + realtime
-    for members in candidate_components(p, wr_edges(p, logs), cpos):
+    for members in candidate_components(p, wr_edges(p, logs, writers, forward=False), cpos):
         stats["components"] += 1
         stats["largest_component"] = max(stats["largest_component"], len(members))
-        found, to = _search_component(p, logs, members, False, BAD_SEARCH, timeout_s)
+        found, to = _search_component(p, logs, writers, members, False, BAD_SEARCH, timeout_s)
         record(found)
         if to and not found:
             timeouts.append(
@@ -292,8 +295,8 @@ def find_cycles(
 
     # 2. the informational search with ww edges (never decides validity)
     def both() -> Any:
-        yield from ww_edges(p, logs)
-        yield from wr_edges(p, logs)
+        yield from ww_edges(writers)
+        yield from wr_edges(p, logs, writers, forward=False)
 
     total_deadline = time.monotonic() + timeout_s
     for members in candidate_components(p, both(), cpos):
@@ -309,7 +312,9 @@ def find_cycles(
             if left <= 0:
                 stats["truncated"] = True
                 break
-            found, to = _search_component(p, logs, chunk, True, INFO_SEARCH, min(left, timeout_s))
+            found, to = _search_component(
+                p, logs, writers, chunk, True, INFO_SEARCH, min(left, timeout_s)
+            )
             stats["truncated"] |= to
             record(found)
     return out, timeouts, stats

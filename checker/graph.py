@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import compress
 from typing import Any
 
-from .logs import Logs
+from .logs import Logs, chunk_positions
 from .prepare import OpRec, Prepared
 
 WW, WR, RT = 1, 2, 4
@@ -33,6 +34,22 @@ NEVER = 1 << 62  # completion position of ops that never completed (no realtime 
 def ok_completion_positions(p: Prepared) -> list[int]:
     """Completion position of each op as a realtime predecessor (NEVER unless ok)."""
     return [r.comp_pos if r.type == "ok" and r.comp_pos is not None else NEVER for r in p.ops]
+
+
+class Writers:
+    """Per key and dense position: the committed op that wrote the value there (-1: none),
+    and that op's completion position as a realtime predecessor (-1: none)."""
+
+    def __init__(self, p: Prepared, logs: Logs, cpos: list[int]) -> None:
+        committed = logs.committed
+        self.wid: dict[str, list[int]] = {}
+        self.wc: dict[str, list[int]] = {}
+        for k, kl in logs.keys.items():
+            writers = p.writer_of.get(k, {})
+            ids = [writers.get(v, -1) for v in kl.values]
+            ids = [w if w >= 0 and committed[w] else -1 for w in ids]
+            self.wid[k] = ids
+            self.wc[k] = [cpos[w] if w >= 0 else -1 for w in ids]
 
 
 def next_committed_writer(
@@ -51,44 +68,78 @@ def next_committed_writer(
     return None
 
 
-def ww_edges(p: Prepared, logs: Logs) -> Iterable[tuple[int, int]]:
+def ww_edges(wr: Writers) -> Iterable[tuple[int, int]]:
     """Writers of consecutive committed versions of each key (dense order)."""
-    committed = logs.committed
-    for k, kl in logs.keys.items():
-        writers = p.writer_of.get(k)
-        if not writers:
-            continue
+    for ids in wr.wid.values():
         last = -1
-        for v in kl.values:
-            w = writers.get(v)
-            if w is None or not committed[w]:
+        for w in ids:
+            if w < 0 or w == last:
                 continue
-            if last >= 0 and w != last:
+            if last >= 0:
                 yield last, w
             last = w
 
 
-def wr_edges(p: Prepared, logs: Logs, only: set[int] | None = None) -> Iterable[tuple[int, int]]:
-    """Writer of a value -> each committed op that read it (deduplicated per reader)."""
+def wr_edges(
+    p: Prepared,
+    logs: Logs,
+    wr: Writers,
+    *,
+    only: Iterable[int] | None = None,
+    forward: bool = True,
+) -> Iterable[tuple[int, int]]:
+    """Writer of a value -> each committed op that read it (deduplicated per reader).
+
+    With forward=False, edges implied by realtime (an ok writer that completed before
+    the reader was invoked) are left out; the check runs on slices of positions, so
+    the millions of records of old, settled data cost little.
+    """
     committed = logs.committed
-    writer_of = p.writer_of
-    for r in p.ops if only is None else (p.ops[i] for i in only):
+    ops = p.ops
+    for r in ops if only is None else (ops[i] for i in only):
         if not r.reads or not committed[r.id]:
             continue
         rid = r.id
-        seen: set[int] = set()
-        lastk = None
-        wk: dict[Any, int] = {}
-        for k, v, _o, _i in r.reads:
-            if k != lastk:
-                wk = writer_of.get(k) or {}
-                lastk = k
-            w = wk.get(v)
-            if w is None or w == rid or w in seen:
+        inv = r.inv_pos
+        ws: set[int] = set()
+        for c in r.reads:
+            k = c[0]
+            ids = wr.wid.get(k)
+            if ids is None:
                 continue
-            seen.add(w)
-            if committed[w]:
-                yield w, rid
+            if c[3] is not None:  # values kept: null offsets or disagreement with the log
+                wk = p.writer_of.get(k, {})
+                for v in c[3]:
+                    w = wk.get(v, -1)
+                    if (
+                        w >= 0
+                        and committed[w]
+                        and (forward or wr.wc[k][logs.keys[k].first.get(v, 0)] >= inv)
+                    ):
+                        ws.add(w)
+                continue
+            ps = chunk_positions(logs, p, c)
+            if type(ps) is range:
+                if forward:
+                    ws.update(ids[ps.start : ps.stop])
+                    continue
+                sl = wr.wc[k][ps.start : ps.stop]
+                if max(sl) < inv:
+                    continue
+                ws.update(map(ids.__getitem__, compress(ps, map(inv.__le__, sl))))
+            else:
+                if forward:
+                    ws.update(map(ids.__getitem__, ps))
+                    continue
+                wc = wr.wc[k]
+                sl = list(map(wc.__getitem__, ps))
+                if max(sl) < inv:
+                    continue
+                ws.update(map(ids.__getitem__, compress(ps, map(inv.__le__, sl))))
+        ws.discard(-1)
+        ws.discard(rid)
+        for w in ws:
+            yield w, rid
 
 
 def strongly_connected(n: int, adj: list[list[int]]) -> list[list[int]]:

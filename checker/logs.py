@@ -2,9 +2,11 @@
 
 The log of a key is built from every poll (ok, info and fail ops: a consumer
 reports the log even inside an aborted transaction) and from the acknowledged
-offsets of sends of ops that must have committed. Offsets have holes
-(transaction markers, aborted records), so positions are compared by *dense
-index*: the rank of an offset among the key's non-empty offsets.
+offsets of sends of ops that must have committed (prepare.py folds polls and ok
+sends in as it streams; committed info ops are added here, once every ok read is
+known). Offsets have holes (transaction markers, aborted records), so positions
+are compared by *dense index*: the rank of an offset among the key's non-empty
+offsets.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .prepare import OpRec, Prepared
+from .prepare import Chunk, OpRec, Prepared
 
 
 def must_have_committed(rec: OpRec, ok_reads: dict[str, set[Any]]) -> bool:
@@ -60,64 +62,35 @@ class Logs:
         kl = self.keys.get(key)
         return None if kl is None else kl.pos(offset, value)
 
-    def offset_at(self, key: str, d: int) -> int:
-        return self.keys[key].offsets[d]
-
 
 def build_logs(p: Prepared) -> Logs:
     ok_reads = p.ok_reads
-    committed = [must_have_committed(r, ok_reads) if r.is_data else False for r in p.ops]
-    raw: dict[str, dict[int, Any]] = {}
-    at: dict[str, dict[Any, int]] = {}  # key -> value -> first offset seen
-    conflicts: dict[tuple[str, int], set[Any]] = {}
-    dups: dict[tuple[str, Any], set[int]] = {}
-
-    def add(k: str, o: int, v: Any) -> None:
-        lk = raw.get(k)
-        if lk is None:
-            raw[k] = lk = {}
-            at[k] = {}
-        cur = lk.get(o, _MISSING)
-        if cur is _MISSING:
-            lk[o] = v
-        elif cur != v:
-            conflicts.setdefault((k, o), {cur}).add(v)
-        ak = at[k]
-        fo = ak.get(v)
-        if fo is None:
-            ak[v] = o
-        elif fo != o:
-            dups.setdefault((k, v), {fo}).add(o)
-
+    committed = [False] * len(p.ops)
     for r in p.ops:
-        if not r.is_data:
-            continue
-        for k, v, o, _i in r.reads:
-            if o is not None:
-                add(k, o, v)
-        if committed[r.id]:
+        if r.type == "ok":
+            committed[r.id] = r.is_data
+        elif r.type == "info" and r.writes and must_have_committed(r, ok_reads):
+            committed[r.id] = True
             for k, v, o, _i in r.writes:
                 if o is not None:
-                    add(k, o, v)
-
+                    p.add_record(k, o, v)
     keys: dict[str, KeyLog] = {}
-    for k, lk in raw.items():
+    for k, lk in p.raw.items():
         offs = sorted(lk)
         vals = [lk[o] for o in offs]
         dense = {o: i for i, o in enumerate(offs)}
-        first = {}
+        first: dict[Any, int] = {}
         for i, v in enumerate(vals):
             if v not in first:
                 first[v] = i
-        kl = KeyLog(offs, vals, dense, first, first)
-        keys[k] = kl
+        keys[k] = KeyLog(offs, vals, dense, first, first)
     # Values that also sit at other offsets (conflicting or duplicated) need their
     # true first/last dense positions.
     extra: dict[str, list[tuple[Any, int]]] = {}
-    for (k, o), vs in conflicts.items():
+    for (k, o), vs in p.conflicts.items():
         for v in vs:
             extra.setdefault(k, []).append((v, o))
-    for (k, v), os_ in dups.items():
+    for (k, v), os_ in p.dups.items():
         for o in os_:
             extra.setdefault(k, []).append((v, o))
     for k, pairs in extra.items():
@@ -130,7 +103,71 @@ def build_logs(p: Prepared) -> Logs:
                 kl.first[v] = d
             if v not in kl.last or d > kl.last[v]:
                 kl.last[v] = d
-    return Logs(committed, keys, conflicts, dups)
+    return Logs(committed, keys, p.conflicts, p.dups)
 
 
-_MISSING = object()
+def chunk_positions(logs: Logs, p: Prepared, c: Chunk) -> Any:
+    """Dense positions of a chunk's records: a range when they are consecutive, else a list."""
+    kl = logs.keys.get(c[0])
+    offs = c[1]
+    if kl is None:
+        return [None] * len(offs)
+    if type(offs) is list:  # null offsets: place those records by value
+        return [kl.pos(o, v) for o, v in zip(offs, c[3], strict=True)]  # type: ignore[arg-type]
+    dense = kl.dense
+    n = len(offs)
+    if c[4]:
+        a = dense[offs[0]]
+        if dense[offs[-1]] - a == n - 1:
+            return range(a, a + n)
+    return list(map(dense.__getitem__, offs))
+
+
+def read_positions(logs: Logs, p: Prepared, r: OpRec) -> dict[str, list[Any]]:
+    """key -> the position runs (one per chunk) of the records op r read, in read order."""
+    out: dict[str, list[Any]] = {}
+    for c in r.reads:
+        ps = chunk_positions(logs, p, c)
+        lst = out.get(c[0])
+        if lst is None:
+            out[c[0]] = [ps]
+        else:
+            lst.append(ps)
+    return out
+
+
+def run_first_last_max(runs: list[Any]) -> tuple[int | None, int | None, int | None]:
+    """(first, last, max) known position over a key's runs."""
+    first = last = top = None
+    for ps in runs:
+        if type(ps) is range:
+            if first is None:
+                first = ps[0]
+            last = ps[-1]
+            if top is None or ps[-1] > top:
+                top = ps[-1]
+            continue
+        known = [d for d in ps if d is not None] if None in ps else ps
+        if not known:
+            continue
+        if first is None:
+            first = ps[0] if ps[0] is not None else None
+            if first is None:
+                first = known[0]
+        last = known[-1]
+        m = max(known)
+        if top is None or m > top:
+            top = m
+    return first, last, top
+
+
+def runs_consecutive(runs: list[Any]) -> bool:
+    """True when a key's runs are one strictly consecutive sequence (no skip, no going back)."""
+    prev_last = None
+    for ps in runs:
+        if type(ps) is not range:
+            return False
+        if prev_last is not None and ps[0] != prev_last + 1:
+            return False
+        prev_last = ps[-1]
+    return True

@@ -8,12 +8,14 @@ was known to exist) stale.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
-from .logs import Logs
+from .logs import Logs, read_positions, run_first_last_max
 from .prepare import Prepared
 
 MAX_POINTS = 2000
+_second = itemgetter(1)
 
 
 def downsample(points: list[tuple[float, float]], n: int = MAX_POINTS) -> list[list[float]]:
@@ -74,33 +76,9 @@ def counts_latency(p: Prepared) -> tuple[dict[str, Any], dict[str, int], dict[st
 
 def unseen_over_time(p: Prepared) -> tuple[int, list[list[float]]]:
     """Acknowledged-but-never-read values after each ok data op (Jepsen's `unseen`)."""
-    polled: dict[str, set[Any]] = {}
-    pending: dict[str, set[Any]] = {}
-    count = 0
-    pts: list[tuple[float, float]] = []
     t0 = p.first_time or 0
-    for r in p.ops:
-        if r.type != "ok" or not (r.writes or r.reads):
-            continue
-        for k, v, _o, _i in r.writes:
-            if v in polled.get(k, ()):
-                continue
-            s = pending.setdefault(k, set())
-            if v not in s:
-                s.add(v)
-                count += 1
-        for k, v, _o, _i in r.reads:
-            pk = polled.get(k)
-            if pk is None:
-                polled[k] = pk = set()
-            if v not in pk:
-                pk.add(v)
-                s = pending.get(k)
-                if s is not None and v in s:
-                    s.discard(v)
-                    count -= 1
-        pts.append((((r.comp_time or 0) - t0) / 1e9, float(count)))
-    return count, downsample(pts)
+    pts = [((t - t0) / 1e9, float(c)) for t, c in p.unseen_points]
+    return p.unseen_count, downsample(pts)
 
 
 def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
@@ -111,11 +89,16 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         if r.type != "ok" or r.comp_time is None or not (r.reads or r.writes):
             continue
         best: dict[str, int] = {}
-        for k, v, o, _i in (*r.writes, *r.reads):
+        for k, v, o, _i in r.writes:
             kl = logs.keys.get(k)
             d = None if kl is None else kl.pos(o, v)
             if d is not None and d > best.get(k, -1):
                 best[k] = d
+        if r.reads:
+            for k, runs in read_positions(logs, p, r).items():
+                d = run_first_last_max(runs)[2]
+                if d is not None and d > best.get(k, -1):
+                    best[k] = d
         for k, d in best.items():
             known.setdefault(k, []).append((d, r.comp_time))
     # exists[k][d]: earliest time dense position d was known to exist
@@ -147,9 +130,8 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         if not r.reads:
             continue
         mine = positions.setdefault(r.process, {})
-        for k, v, o, _i in r.reads:
-            kl = logs.keys.get(k)
-            d = None if kl is None else kl.pos(o, v)
+        for k, runs in read_positions(logs, p, r).items():
+            d = run_first_last_max(runs)[2]
             if d is not None and d > mine.get(k, -1):
                 mine[k] = d
             elif k not in mine:

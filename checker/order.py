@@ -12,8 +12,8 @@ import itertools
 from typing import Any
 
 from .explain import op_name, val, values_text
-from .logs import Logs
-from .prepare import OpRec, Prepared
+from .logs import Logs, read_positions, run_first_last_max, runs_consecutive
+from .prepare import OpRec, Prepared, chunk_values, iter_reads
 
 Example = dict[str, Any]
 
@@ -54,9 +54,18 @@ def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
     }
     for r in p.ops:
         if r.reads:
-            for k, lst in _positions(logs, r.reads).items():
-                if len(lst) < 2 or k in r.rebalanced:
+            for k, runs in read_positions(logs, p, r).items():
+                if k in r.rebalanced or runs_consecutive(runs):
                     continue
+                ps = [d for run in runs for d in run]
+                if len(ps) < 2:
+                    continue
+                lst = [
+                    (d, v, o, i)
+                    for d, (_k, v, o, i) in zip(
+                        ps, (e for e in iter_reads(p, r) if e[0] == k), strict=True
+                    )
+                ]
                 _pairs(
                     logs,
                     r,
@@ -182,23 +191,27 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                 continue
             if not r.reads:
                 continue
-            pos = _positions(logs, r.reads)
+            pos = read_positions(logs, p, r)
             if r.type != "ok":
-                for k, lst in pos.items():
-                    ds = [d for d, *_ in lst if d is not None]
+                for k, runs in pos.items():
                     s = state.get(k)
-                    if s is not None and ds:
-                        state[k] = (s[0], max(s[1], max(ds)), s[2], r.id)
+                    if s is None:
+                        continue
+                    _f, _l, top = run_first_last_max(runs)
+                    if top is not None:
+                        state[k] = (s[0], max(s[1], top), s[2], r.id)
                 continue
-            for k, lst in pos.items():
+            for k, runs in pos.items():
                 s = state.get(k)
                 if k in r.rebalanced:
                     s = None
-                d1, v1, _o1, i1 = lst[0]
+                d1, dl, _top = run_first_last_max(runs)
                 if s is not None and d1 is not None:
                     lo, hi, last_id, failed_id = s
                     if d1 <= lo or d1 > hi + 1:
                         prev = ops[last_id]
+                        c = next(c for c in r.reads if c[0] == k)
+                        v1 = chunk_values(p, c)[0]
                         ex = _poll_example(
                             logs,
                             k,
@@ -208,15 +221,14 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                             hi,
                             d1,
                             v1,
-                            i1,
+                            c[2],
                             failed_id,
                             p,
                             len(skips) < limit * 4 if d1 > lo else len(nonmono) < limit * 4,
                         )
                         (nonmono if d1 <= lo else skips).append(ex)
-                last = [d for d, *_ in lst if d is not None]
-                if last:
-                    state[k] = (last[-1], last[-1], r.id, None)
+                if dl is not None:
+                    state[k] = (dl, dl, r.id, None)
                 else:
                     state.pop(k, None)
     return {"poll-skip": skips, "nonmonotonic-poll": nonmono}

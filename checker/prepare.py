@@ -1,7 +1,11 @@
-"""One streaming pass over a history: pair invokes with completions, keep compact op records.
+"""One streaming pass over a history: pair invokes with completions, index as we go.
 
-Everything later analyses reads from :class:`Prepared`; nothing keeps the parsed
-``Op`` objects, so a 1,000,000-op history costs one small record per completed op.
+Everything later analyses read comes from :class:`Prepared`; parsed ``Op``
+objects are dropped as soon as they are folded in. Polls carry most of a
+history (tens of millions of records for a 1,000,000-op run), so a poll's
+records are folded into the key's log here and kept per op only as compact
+offsets (a ``range`` or an ``array``), plus their values when the log cannot
+give them back (null offsets, or values that disagreed with the log).
 
 Pairing rules (DESIGN.md section 2, and what other tools write):
 * a completion pairs with the pending invoke of its process;
@@ -17,16 +21,25 @@ give the realtime order even when `time` is missing or coarse.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import itemgetter, lt
 from typing import Any
 
 from ..histories.model import DATA_FS, NEMESIS, Op, Poll, Send
 
-# A micro-op effect: (key, value, offset or None, micro-op index within the op)
+# A send: (key, value, offset or None, micro-op index within the op)
 Effect = tuple[str, Any, "int | None", int]
+# A poll's records of one key: (key, offsets, micro-op index, values or None, increasing).
+# offsets is a range (consecutive offsets), an array('q') or, with null offsets, a list;
+# values are kept only when the key's log cannot give them back.
+Chunk = tuple[str, Any, int, "list[Any] | None", bool]
 
-INFINITY = float("inf")
+_first = itemgetter(0)
+_second = itemgetter(1)
+_MISSING = object()
 
 
 @dataclass(slots=True)
@@ -43,12 +56,11 @@ class OpRec:
     inv_time: int
     comp_time: int | None
     writes: tuple[Effect, ...] = ()
-    reads: tuple[Effect, ...] = ()
+    reads: tuple[Chunk, ...] = ()
     rebalanced: frozenset[str] = frozenset()
     keys: tuple[str, ...] | None = None  # assign/subscribe value
     seek: bool = False
     error: Any = None
-    inv_index: int | None = None
 
     @property
     def is_data(self) -> bool:
@@ -68,19 +80,51 @@ class Prepared:
     writer_of: dict[str, dict[Any, int]] = field(default_factory=dict)
     has_subscribe: bool = False
     n_read_records: int = 0
+    # --- the logs as polls (and ok sends) reported them
+    raw: dict[str, dict[int, Any]] = field(default_factory=dict)  # key -> offset -> 1st value
+    at: dict[str, dict[Any, int]] = field(default_factory=dict)  # key -> value -> 1st offset
+    conflicts: dict[tuple[str, int], set[Any]] = field(default_factory=dict)
+    dups: dict[tuple[str, Any], set[int]] = field(default_factory=dict)
+    # --- streaming analyses
+    precommitted: list[tuple[int, str, Any, Any, int, int]] = field(default_factory=list)
+    unseen_points: list[tuple[int, int]] = field(default_factory=list)  # (time, count)
+    unseen_count: int = 0
+
+    def add_record(self, k: str, o: int, v: Any) -> bool:
+        """Fold one (offset, value) into key k's log; False if it disagreed with it."""
+        lk = self.raw.get(k)
+        if lk is None:
+            self.raw[k] = lk = {}
+            self.at[k] = {}
+        ok = True
+        cur = lk.get(o, _MISSING)
+        if cur is _MISSING:
+            lk[o] = v
+        elif cur != v:
+            self.conflicts.setdefault((k, o), {cur}).add(v)
+            ok = False
+        ak = self.at[k]
+        fo = ak.get(v)
+        if fo is None:
+            ak[v] = o
+        elif fo != o:
+            self.dups.setdefault((k, v), {fo}).add(o)
+        return ok
 
 
-def _effects(mops: list[Any]) -> tuple[tuple[Effect, ...], tuple[Effect, ...]]:
-    writes: list[Effect] = []
-    reads: list[Effect] = []
-    for i, m in enumerate(mops):
-        if type(m) is Send:
-            writes.append((m.key, m.value, m.offset, i))
-        elif type(m) is Poll and m.records:
-            for k, recs in m.records.items():
-                for o, v in recs:
-                    reads.append((k, v, o, i))
-    return tuple(writes), tuple(reads)
+def chunk_values(p: Prepared, c: Chunk) -> list[Any]:
+    """The values of a chunk's records (from the log when they were not kept)."""
+    if c[3] is not None:
+        return c[3]
+    lk = p.raw[c[0]]
+    return [lk[o] for o in c[1]]
+
+
+def iter_reads(p: Prepared, r: OpRec) -> Iterator[Effect]:
+    """(key, value, offset, micro-op index) of each record an op read, in order (slow path)."""
+    for c in r.reads:
+        for o, v in zip(c[1], chunk_values(p, c), strict=True):
+            yield c[0], v, o, c[2]
 
 
 def _rebalanced_keys(log: Any) -> frozenset[str]:
@@ -99,6 +143,12 @@ def _rebalanced_keys(log: Any) -> frozenset[str]:
     return frozenset(out)
 
 
+def _sends(mops: Any) -> tuple[Effect, ...]:
+    if not isinstance(mops, list):
+        return ()
+    return tuple((m.key, m.value, m.offset, i) for i, m in enumerate(mops) if type(m) is Send)
+
+
 def _merge_writes(completion: tuple[Effect, ...], invoke: tuple[Effect, ...]) -> tuple[Effect, ...]:
     """Sends the invoke announced but the (partial) completion does not list: offset unknown."""
     if not invoke:
@@ -108,12 +158,115 @@ def _merge_writes(completion: tuple[Effect, ...], invoke: tuple[Effect, ...]) ->
     return completion + extra if extra else completion
 
 
+class _Folder:
+    """Folds ops into a Prepared as they stream by."""
+
+    def __init__(self, p: Prepared) -> None:
+        self.p = p
+        self.polled: dict[str, set[Any]] = {}  # values read by ok ops so far
+        self.pending_unseen: dict[str, set[Any]] = {}  # ok-sent values not yet read
+
+    def reads(self, rec: OpRec, mops: list[Any]) -> None:
+        p = self.p
+        ok = rec.type == "ok"
+        sent = {(k, v) for k, v, _o, _i in rec.writes} if rec.writes else None
+        out: list[Chunk] = []
+        for i, m in enumerate(mops):
+            if type(m) is not Poll or not m.records:
+                continue
+            for k, recs in m.records.items():
+                n = len(recs)
+                if not n:
+                    continue
+                p.n_read_records += n
+                offs = list(map(_first, recs))
+                vals = list(map(_second, recs))
+                if ok:
+                    s = p.ok_reads.get(k)
+                    if s is None:
+                        p.ok_reads[k] = set(vals)
+                    else:
+                        s.update(vals)
+                    self._polled(k, vals)
+                if sent is not None:
+                    self._precommitted(rec, sent, k, offs, vals, i)
+                keep = None
+                lk = p.raw.get(k)
+                if None in offs:
+                    keep = vals
+                    for o, v in recs:
+                        if o is not None:
+                            p.add_record(k, o, v)
+                    inc = False
+                    compact: Any = offs
+                else:
+                    if lk is None or list(map(lk.get, offs)) != vals:
+                        agree = True
+                        for o, v in recs:
+                            if not p.add_record(k, o, v):
+                                agree = False
+                        if not agree:
+                            keep = vals
+                    first, last = offs[0], offs[-1]
+                    if last - first == n - 1 and (
+                        n == 1 or all(map(lt, offs, islice(offs, 1, None)))
+                    ):
+                        compact, inc = range(first, last + 1), True
+                    else:
+                        inc = all(map(lt, offs, islice(offs, 1, None)))
+                        compact = array("q", offs)
+                out.append((k, compact, i, keep, inc))
+        rec.reads = tuple(out)
+
+    def _precommitted(
+        self,
+        rec: OpRec,
+        sent: set[tuple[str, Any]],
+        k: str,
+        offs: list[Any],
+        vals: list[Any],
+        i: int,
+    ) -> None:
+        mine = {v for kk, v in sent if kk == k}
+        if not mine or mine.isdisjoint(vals):
+            return
+        for o, v in zip(offs, vals, strict=True):
+            if v in mine:
+                j = next(jj for kk, vv, _oo, jj in rec.writes if kk == k and vv == v)
+                self.p.precommitted.append((rec.id, k, v, o, i, j))
+
+    def _polled(self, k: str, vals: list[Any]) -> None:
+        pk = self.polled.get(k)
+        if pk is None:
+            self.polled[k] = pk = set()
+        new = set(vals)
+        new -= pk
+        if new:
+            pk |= new
+            s = self.pending_unseen.get(k)
+            if s:
+                hit = s & new
+                if hit:
+                    s -= hit
+                    self.p.unseen_count -= len(hit)
+
+    def sent_ok(self, rec: OpRec) -> None:
+        p = self.p
+        for k, v, _o, _i in rec.writes:
+            if v in self.polled.get(k, ()):
+                continue
+            s = self.pending_unseen.setdefault(k, set())
+            if v not in s:
+                s.add(v)
+                p.unseen_count += 1
+
+
 def prepare(ops: Iterable[Op]) -> Prepared:
     """Pair and index the ops of a history in one pass."""
     p = Prepared()
+    fold = _Folder(p)
     pending: dict[Any, tuple[int, Op]] = {}  # process -> (position, invoke op)
-    recs = p.ops
-    ok_reads = p.ok_reads
+    out = p.ops
     writer_of = p.writer_of
     pos = -1
     for pos, op in enumerate(ops):
@@ -129,56 +282,54 @@ def prepare(ops: Iterable[Op]) -> Prepared:
         if typ == "invoke":
             prev = pending.get(process)
             if prev is not None:
-                recs.append(_never_completed(len(recs), *prev))
+                out.append(_never_completed(len(out), *prev))
             pending[process] = (pos, op)
             continue
         inv = pending.pop(process, None)
         inv_op: Op | None = None
         if inv is not None:
             if inv[1].f != op.f:
-                # Not this completion's invoke: that one never completed.
-                recs.append(_never_completed(len(recs), *inv))
+                out.append(_never_completed(len(out), *inv))  # not this completion's invoke
+                inv = None
             else:
                 inv_op = inv[1]
-        rec = OpRec(
-            id=len(recs),
-            index=op.index,
-            process=process,
-            type=typ,
-            f=op.f,
-            inv_pos=inv[0] if inv_op is not None and inv is not None else pos,
-            comp_pos=pos,
-            inv_time=inv_op.time if inv_op is not None else t,
-            comp_time=t,
-            error=op.error,
-            inv_index=inv_op.index if inv_op is not None else None,
-        )
         f = op.f
+        rec = OpRec(
+            len(out),
+            op.index,
+            process,
+            typ,
+            f,
+            inv[0] if inv is not None else pos,
+            pos,
+            inv_op.time if inv_op is not None else t,
+            t,
+            error=op.error,
+        )
         if f in DATA_FS:
-            writes, reads = _effects(op.value)
-            if typ != "ok" and inv_op is not None and isinstance(inv_op.value, list):
-                writes = _merge_writes(writes, _effects(inv_op.value)[0])
+            mops = op.value
+            writes = _sends(mops)
+            if typ != "ok" and inv_op is not None:
+                writes = _merge_writes(writes, _sends(inv_op.value))
             rec.writes = writes
-            rec.reads = reads
-            rb = op.extra.get("rebalance_log") if op.extra else None
-            if rb:
-                rec.rebalanced = _rebalanced_keys(rb)
+            if op.extra:
+                rb = op.extra.get("rebalance_log")
+                if rb:
+                    rec.rebalanced = _rebalanced_keys(rb)
             rid = rec.id
-            for k, v, _o, _i in writes:
+            for k, v, o, _i in writes:
                 wk = writer_of.get(k)
                 if wk is None:
                     writer_of[k] = {v: rid}
                 elif v not in wk:
                     wk[v] = rid
-            if reads:
-                p.n_read_records += len(reads)
-                if typ == "ok":
-                    for k, v, _o, _i in reads:
-                        s = ok_reads.get(k)
-                        if s is None:
-                            ok_reads[k] = {v}
-                        else:
-                            s.add(v)
+                if typ == "ok" and o is not None:
+                    p.add_record(k, o, v)
+            fold.reads(rec, mops)
+            if typ == "ok" and writes:
+                fold.sent_ok(rec)
+            if typ == "ok" and (writes or rec.reads):
+                p.unseen_points.append((t, p.unseen_count))
         elif f in ("assign", "subscribe"):
             if f == "subscribe":
                 p.has_subscribe = True
@@ -188,12 +339,12 @@ def prepare(ops: Iterable[Op]) -> Prepared:
                 rec.seek = bool(
                     op.extra.get("seek_to_beginning") or op.extra.get("seek-to-beginning?")
                 )
-        recs.append(rec)
+        out.append(rec)
     for inv_pos, inv_op in sorted(pending.values(), key=lambda x: x[0]):
-        recs.append(_never_completed(len(recs), inv_pos, inv_op))
+        out.append(_never_completed(len(out), inv_pos, inv_op))
         if inv_op.f == "subscribe":
             p.has_subscribe = True
-    for rec in recs:
+    for rec in out:
         if rec.comp_pos is None and rec.writes:
             for k, v, _o, _i in rec.writes:
                 writer_of.setdefault(k, {}).setdefault(v, rec.id)
@@ -202,21 +353,10 @@ def prepare(ops: Iterable[Op]) -> Prepared:
 
 
 def _never_completed(rid: int, pos: int, inv: Op) -> OpRec:
-    rec = OpRec(
-        id=rid,
-        index=inv.index,
-        process=inv.process,
-        type="info",
-        f=inv.f,
-        inv_pos=pos,
-        comp_pos=None,
-        inv_time=inv.time,
-        comp_time=None,
-        error="never-completed",
-        inv_index=inv.index,
-    )
-    if inv.f in DATA_FS and isinstance(inv.value, list):
-        rec.writes = _effects(inv.value)[0]
+    rec = OpRec(rid, inv.index, inv.process, "info", inv.f, pos, None, inv.time, None)
+    rec.error = "never-completed"
+    if inv.f in DATA_FS:
+        rec.writes = _sends(inv.value)
     elif inv.f in ("assign", "subscribe") and isinstance(inv.value, list):
         rec.keys = tuple(str(k) for k in inv.value)
     return rec

@@ -8,13 +8,16 @@ an "explanation"), in no particular order; results.py ranks and trims them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 from .explain import offset_text, op_name, val, values_text
 from .logs import Logs
-from .prepare import OpRec, Prepared
+from .prepare import OpRec, Prepared, iter_reads
 
 Example = dict[str, Any]
+_second = itemgetter(1)
+_EMPTY: frozenset[Any] = frozenset()
 COMMITTED_NOTE = " (its op must have committed: another of its values was read)"
 
 
@@ -33,7 +36,7 @@ def _ops_touching(
         for k, v, o, _i in r.writes:
             if k == key and (o, v) in pairs:
                 yield r, "sent", o, v
-        for k, v, o, _i in r.reads:
+        for k, v, o, _i in iter_reads(p, r):
             if k == key and (o, v) in pairs:
                 yield r, "read", o, v
 
@@ -89,7 +92,7 @@ def duplicates(p: Prepared, logs: Logs, limit: int) -> list[Example]:
 def _find_ok_reader(p: Prepared, key: str, value: Any) -> OpRec | None:
     for r in p.ops:
         if r.type == "ok":
-            for k, v, _o, _i in r.reads:
+            for k, v, _o, _i in iter_reads(p, r):
                 if k == key and v == value:
                     return r
     return None
@@ -232,17 +235,24 @@ def unseen(p: Prepared, limit: int) -> list[Example]:
 
 def g1a(p: Prepared, limit: int) -> list[Example]:
     """Ok ops that read a value only a failed (aborted) op wrote."""
-    out: list[Example] = []
+    failed: dict[str, set[Any]] = {}
     for r in p.ops:
-        if r.type != "ok" or not r.reads:
+        if r.type == "fail":
+            for k, v, _o, _i in r.writes:
+                if p.writer_of[k].get(v) == r.id:
+                    failed.setdefault(k, set()).add(v)
+    bad = {k: vs & p.ok_reads[k] for k, vs in failed.items() if k in p.ok_reads}
+    bad = {k: vs for k, vs in bad.items() if vs}
+    out: list[Example] = []
+    if not bad:
+        return out
+    for r in p.ops:
+        if r.type != "ok" or not any(c[0] in bad for c in r.reads):
             continue
-        for k, v, o, i in r.reads:
-            w = p.writer_of.get(k, {}).get(v)
-            if w is None:
+        for k, v, o, i in iter_reads(p, r):
+            if v not in bad.get(k, _EMPTY):
                 continue
-            wr = p.ops[w]
-            if wr.type != "fail":
-                continue
+            wr = p.ops[p.writer_of[k][v]]
             ex: Example = {
                 "key": k,
                 "value": v,
@@ -264,23 +274,17 @@ def g1a(p: Prepared, limit: int) -> list[Example]:
 def precommitted_reads(p: Prepared, limit: int) -> list[Example]:
     """An op whose polls returned a value the same op sent (before it could have committed)."""
     out: list[Example] = []
-    for r in p.ops:
-        if not r.reads or not r.writes:
-            continue
-        sent = {(k, v): (o, i) for k, v, o, i in r.writes}
-        for k, v, o, i in r.reads:
-            s = sent.get((k, v))
-            if s is None:
-                continue
-            ex: Example = {"key": k, "value": v, "offset": o, "ops": [r.index]}
-            if len(out) < limit * 4:
-                ex["explanation"] = (
-                    f"{op_name(r)} sent value {val(v)} to key {k} (micro-op {s[1]}) and its own "
-                    f"poll (micro-op {i}) returned that value at {offset_text(o)}. A transaction's "
-                    f"records are invisible to read_committed consumers until it commits, which "
-                    f"is after the op's polls."
-                )
-            out.append(ex)
+    for rid, k, v, o, i, j in p.precommitted:
+        r = p.ops[rid]
+        ex: Example = {"key": k, "value": v, "offset": o, "ops": [r.index]}
+        if len(out) < limit * 4:
+            ex["explanation"] = (
+                f"{op_name(r)} sent value {val(v)} to key {k} (micro-op {j}) and its own "
+                f"poll (micro-op {i}) returned that value at {offset_text(o)}. A transaction's "
+                f"records are invisible to read_committed consumers until it commits, which "
+                f"is after the op's polls."
+            )
+        out.append(ex)
     return out
 
 
@@ -293,8 +297,12 @@ def torn_transactions(p: Prepared, logs: Logs, lost: list[Example], limit: int) 
     out: list[Example] = []
     for w, lost_kv in sorted(lost_by_writer.items()):
         r = p.ops[w]
+        if r.f != "txn":
+            continue  # separate sends are not atomic; only transactions can be torn
         seen = [(k, v) for k, v, _o, _i in r.writes if v in p.ok_reads.get(k, ())]
-        if not seen:
+        seen_keys = {k for k, _ in seen}
+        lost_keys = {k for k, _ in lost_kv}
+        if not seen or not any(a != b for a in seen_keys for b in lost_keys):
             continue
         lost_txt = ", ".join(f"{val(v)} to key {k}" for k, v in lost_kv[:6])
         seen_txt = ", ".join(f"{val(v)} to key {k}" for k, v in seen[:6])

@@ -16,6 +16,7 @@ Nothing here does I/O; the JSONL reader and writer live in :mod:`.jsonl`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
@@ -34,9 +35,10 @@ class Send(NamedTuple):
 
 
 class Poll(NamedTuple):
-    # key -> [(offset, value), ...] in the order the client returned them;
-    # None for the invoke form ["poll"].
-    records: dict[Key, list[tuple[Offset, Value]]] | None
+    # key -> [[offset, value], ...] in the order the client returned them (pairs are
+    # 2-element lists as decoded from JSON, or tuples when built in code); None for
+    # the invoke form ["poll"].
+    records: dict[Key, list[Any]] | None
 
 
 Mop = Send | Poll
@@ -106,17 +108,62 @@ def _norm_offset(o: Any, what: str) -> Offset:
     return None if o < 0 else o
 
 
+_OFFSET_TYPES = frozenset({int, type(None)})
+_VALUE_TYPES = frozenset({int, str})
+_LIST = frozenset({list})
+_TWO = frozenset({2})
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+def _fast_records(pairs: list[Any]) -> list[Any] | None:
+    """Validate a poll's records with C-level passes; None if any is unusual.
+
+    Polls carry most of a history's bytes (tens of millions of records), so the
+    common shape -- lists of two: an int or null offset, an int or string value,
+    no negative offset -- is checked in bulk and the decoded lists are kept as they
+    are; anything else takes the record-by-record path, which says what is wrong.
+    """
+    if not pairs:
+        return pairs
+    try:
+        if set(map(type, pairs)) != _LIST or set(map(len, pairs)) != _TWO:
+            return None
+    except TypeError:
+        return None
+    offsets = list(map(_first, pairs))
+    otypes = set(map(type, offsets))
+    if not otypes <= _OFFSET_TYPES:
+        return None
+    if not set(map(type, map(_second, pairs))) <= _VALUE_TYPES:
+        return None
+    if type(None) in otypes:
+        if any(o is not None and o < 0 for o in offsets):
+            return None
+    elif min(offsets) < 0:
+        return None
+    return pairs
+
+
+def _record(p: Any, k: Any) -> list[Any]:
+    if not isinstance(p, (list, tuple)) or len(p) != 2:
+        raise FormatError(f"poll record {p!r} of key {k!r} must be [offset, value]")
+    return [_norm_offset(p[0], "polled offset"), _norm_value(p[1], "polled value")]
+
+
 def parse_mop(m: Any) -> Mop:
     """Parse one micro-op from its JSON shape; raise FormatError saying what is wrong."""
     if not isinstance(m, list) or not m:
-        raise FormatError(f"micro-op {m!r} must be a non-empty list like [\"send\", k, v]")
+        raise FormatError(f'micro-op {m!r} must be a non-empty list like ["send", k, v]')
     f = m[0]
     if isinstance(f, str) and f.startswith(":"):
         f = f[1:]
     if f == "send":
         if len(m) != 3:
-            raise FormatError(f"send micro-op {m!r} must be [\"send\", key, value] "
-                              "or [\"send\", key, [offset, value]]")
+            raise FormatError(
+                f'send micro-op {m!r} must be ["send", key, value] '
+                'or ["send", key, [offset, value]]'
+            )
         key = norm_key(m[1])
         v = m[2]
         if isinstance(v, list):
@@ -128,22 +175,28 @@ def parse_mop(m: Any) -> Mop:
         if len(m) == 1 or (len(m) == 2 and m[1] is None):
             return Poll(None)
         if len(m) != 2:
-            raise FormatError(f"poll micro-op {m!r} must be [\"poll\"] or [\"poll\", {{key: [[offset, value], ...]}}]")
+            raise FormatError(
+                f'poll micro-op {m!r} must be ["poll"] or ["poll", {{key: [[offset, value], ...]}}]'
+            )
         recs = m[1]
         if not isinstance(recs, dict):
-            raise FormatError(f"poll result {recs!r} must be a map of key -> [[offset, value], ...]")
-        out: dict[Key, list[tuple[Offset, Value]]] = {}
+            raise FormatError(
+                f"poll result {recs!r} must be a map of key -> [[offset, value], ...]"
+            )
+        out: dict[Key, list[Any]] = {}
         for k, pairs in recs.items():
             if not isinstance(pairs, list):
                 raise FormatError(f"poll records of key {k!r} must be a list of [offset, value]")
-            lst: list[tuple[Offset, Value]] = []
-            for p in pairs:
-                if not isinstance(p, list) or len(p) != 2:
-                    raise FormatError(f"poll record {p!r} of key {k!r} must be [offset, value]")
-                lst.append((_norm_offset(p[0], "polled offset"), _norm_value(p[1], "polled value")))
-            out.setdefault(norm_key(k), []).extend(lst)
+            lst = _fast_records(pairs)
+            if lst is None:
+                lst = [_record(p, k) for p in pairs]
+            key = k if type(k) is str else norm_key(k)
+            if key in out:
+                out[key].extend(lst)
+            else:
+                out[key] = lst
         return Poll(out)
-    raise FormatError(f"micro-op {m!r}: unknown function {m[0]!r} (expected \"send\" or \"poll\")")
+    raise FormatError(f'micro-op {m!r}: unknown function {m[0]!r} (expected "send" or "poll")')
 
 
 def parse_mops(value: Any) -> list[Mop]:
