@@ -255,8 +255,15 @@ class Run:
         if not self.spec.live:
             return contextlib.nullcontext()
         from .report.live import LiveView
+        from .report.unseen import UnseenCounter
 
-        return LiveView(recorder, self.spec.time_limit, title=f"ktrial {self.spec.name}")
+        assert self.run_dir is not None
+        return LiveView(
+            recorder,
+            self.spec.time_limit,
+            unseen_fn=UnseenCounter(self.run_dir.history),
+            title=f"ktrial {self.spec.name}",
+        )
 
     def _test_json(
         self, cluster: Any, wmeta: dict[str, Any], nem_opts: Any, wall_start: float
