@@ -319,7 +319,14 @@ class LocalNode:
         The process carries the run marker, so teardown/clean kill it with the node.
         """
         env = {**os.environ, **self.cluster.marker_env, **kwargs.pop("env", {})}
-        return subprocess.Popen(self.wrap(cmd), env=env, start_new_session=True, **kwargs)
+        proc = subprocess.Popen(self.wrap(cmd), env=env, start_new_session=True, **kwargs)
+        if self.cgroup_dir:  # return only once it is charged to the node's cgroup
+            deadline = time.monotonic() + 5
+            while proc.pid not in cgroups.pids(self.cgroup_dir) and proc.poll() is None:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+        return proc
 
     def state(self) -> dict[str, Any]:
         return {
