@@ -51,7 +51,7 @@ def analyse(p: Prepared, opts: CheckOptions, started: float) -> dict[str, Any]:
     lost = visibility.lost_writes(p, logs, limit)
     found["lost-write"] = lost
     found["unseen"] = visibility.unseen(p, limit)
-    found["G1a"] = visibility.g1a(p, limit)
+    found["G1a"] = visibility.g1a(p, logs, limit)
     found["precommitted-read"] = visibility.precommitted_reads(p, limit)
     found["torn-transaction"] = visibility.torn_transactions(p, logs, lost, limit)
     found.update(order.internal(p, logs, limit))

@@ -36,8 +36,8 @@ from .graph import (
     wr_edges,
     ww_edges,
 )
-from .logs import Logs
-from .prepare import Prepared, iter_reads
+from .logs import Logs, iter_reads
+from .prepare import Prepared
 
 Example = dict[str, Any]
 
@@ -50,6 +50,7 @@ INFO_SEARCH = [
     ("G1c-realtime", WW | WR | RT, WR | RT),
 ]
 CHUNK = 4000  # informational search examines huge components in windows of this many ops
+INFO_BUDGET_S = 3.0  # total for the informational search: it never changes the verdict
 MAX_STARTS = 256  # start edges tried per type before settling for the best cycle found
 
 
@@ -153,7 +154,7 @@ def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, st
     """(edge type name, sentence) explaining why u precedes v."""
     a, b = p.ops[u], p.ops[v]
     if t & WR:
-        for k, val_, o, i in iter_reads(p, b):
+        for k, val_, o, i in iter_reads(logs, b):
             w = p.writer_of.get(k, {}).get(val_)
             if w == u:
                 j = next((jj for kk, vv, _oo, jj in a.writes if kk == k and vv == val_), "?")
@@ -273,7 +274,8 @@ def find_cycles(
             out.setdefault(name, []).append(ex)
 
     # 1. the bad search: wr + realtime
-    for members in candidate_components(p, wr_edges(p, logs, writers, forward=False), cpos):
+    back_wr = list(wr_edges(p, logs, writers, forward=False))
+    for members in candidate_components(p, back_wr, cpos):
         stats["components"] += 1
         stats["largest_component"] = max(stats["largest_component"], len(members))
         found, to = _search_component(p, logs, writers, members, False, BAD_SEARCH, timeout_s)
@@ -296,9 +298,9 @@ def find_cycles(
     # 2. the informational search with ww edges (never decides validity)
     def both() -> Any:
         yield from ww_edges(writers)
-        yield from wr_edges(p, logs, writers, forward=False)
+        yield from back_wr
 
-    total_deadline = time.monotonic() + timeout_s
+    total_deadline = time.monotonic() + min(timeout_s, INFO_BUDGET_S)
     for members in candidate_components(p, both(), cpos):
         stats["components"] += 1
         stats["largest_component"] = max(stats["largest_component"], len(members))

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from itertools import compress
 from typing import Any
 
-from .logs import Logs, chunk_positions
+from .logs import Logs
 from .prepare import OpRec, Prepared
 
 WW, WR, RT = 1, 2, 4
@@ -118,7 +118,7 @@ def wr_edges(
                     ):
                         ws.add(w)
                 continue
-            ps = chunk_positions(logs, p, c)
+            ps = c[1]
             if type(ps) is range:
                 if forward:
                     ws.update(ids[ps.start : ps.stop])

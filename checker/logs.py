@@ -11,6 +11,8 @@ offsets.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,36 +105,72 @@ def build_logs(p: Prepared) -> Logs:
                 kl.first[v] = d
             if v not in kl.last or d > kl.last[v]:
                 kl.last[v] = d
+    _finalize(keys, p)
+    p.raw = {}  # the KeyLogs hold it all now
+    p.at = {}
     return Logs(committed, keys, p.conflicts, p.dups)
 
 
-def chunk_positions(logs: Logs, p: Prepared, c: Chunk) -> Any:
-    """Dense positions of a chunk's records: a range when they are consecutive, else a list."""
-    kl = logs.keys.get(c[0])
-    offs = c[1]
-    if kl is None:
-        return [None] * len(offs)
-    if type(offs) is list:  # null offsets: place those records by value
-        return [kl.pos(o, v) for o, v in zip(offs, c[3], strict=True)]  # type: ignore[arg-type]
-    dense = kl.dense
-    n = len(offs)
-    if c[4]:
-        a = dense[offs[0]]
-        if dense[offs[-1]] - a == n - 1:
-            return range(a, a + n)
-    return list(map(dense.__getitem__, offs))
+def _finalize(keys: dict[str, KeyLog], p: Prepared) -> None:
+    """Turn every chunk's offsets into dense positions (see prepare.Chunk)."""
+    for r in p.ops:
+        if not r.reads:
+            continue
+        out = []
+        for k, where, i, vals, inc in r.reads:
+            kl = keys.get(k)
+            offs_kept = None
+            if type(where) is list:  # null offsets: place those records by value
+                offs_kept = where
+                ps: Any = (
+                    [None] * len(where)
+                    if kl is None
+                    else [kl.pos(o, v) for o, v in zip(where, vals, strict=True)]  # type: ignore[arg-type]
+                )
+            else:
+                assert kl is not None
+                dense = kl.dense
+                a = dense[where[0]]
+                n = len(where)
+                if inc and dense[where[-1]] - a == n - 1:
+                    ps = range(a, a + n)
+                else:
+                    ps = array("q", map(dense.__getitem__, where))
+            out.append((k, ps, i, vals, offs_kept))
+        r.reads = tuple(out)
 
 
-def read_positions(logs: Logs, p: Prepared, r: OpRec) -> dict[str, list[Any]]:
+def chunk_values(logs: Logs, c: Chunk) -> list[Any]:
+    """The values of a chunk's records (from the log when they were not kept)."""
+    if c[3] is not None:
+        return c[3]
+    values = logs.keys[c[0]].values
+    return [values[d] for d in c[1]]
+
+
+def chunk_offsets(logs: Logs, c: Chunk) -> list[Any]:
+    if c[4] is not None:
+        return c[4]  # type: ignore[no-any-return]
+    offsets = logs.keys[c[0]].offsets
+    return [offsets[d] for d in c[1]]
+
+
+def iter_reads(logs: Logs, r: OpRec) -> Iterator[tuple[str, Any, Any, int]]:
+    """(key, value, offset, micro-op index) of each record an op read, in order (slow path)."""
+    for c in r.reads:
+        for o, v in zip(chunk_offsets(logs, c), chunk_values(logs, c), strict=True):
+            yield c[0], v, o, c[2]
+
+
+def read_positions(logs: Logs, r: OpRec) -> dict[str, list[Any]]:
     """key -> the position runs (one per chunk) of the records op r read, in read order."""
     out: dict[str, list[Any]] = {}
     for c in r.reads:
-        ps = chunk_positions(logs, p, c)
         lst = out.get(c[0])
         if lst is None:
-            out[c[0]] = [ps]
+            out[c[0]] = [c[1]]
         else:
-            lst.append(ps)
+            lst.append(c[1])
     return out
 
 

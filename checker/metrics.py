@@ -95,7 +95,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
             if d is not None and d > best.get(k, -1):
                 best[k] = d
         if r.reads:
-            for k, runs in read_positions(logs, p, r).items():
+            for k, runs in read_positions(logs, r).items():
                 d = run_first_last_max(runs)[2]
                 if d is not None and d > best.get(k, -1):
                     best[k] = d
@@ -130,7 +130,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         if not r.reads:
             continue
         mine = positions.setdefault(r.process, {})
-        for k, runs in read_positions(logs, p, r).items():
+        for k, runs in read_positions(logs, r).items():
             d = run_first_last_max(runs)[2]
             if d is not None and d > mine.get(k, -1):
                 mine[k] = d

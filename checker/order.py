@@ -12,8 +12,15 @@ import itertools
 from typing import Any
 
 from .explain import op_name, val, values_text
-from .logs import Logs, read_positions, run_first_last_max, runs_consecutive
-from .prepare import OpRec, Prepared, chunk_values, iter_reads
+from .logs import (
+    Logs,
+    chunk_values,
+    iter_reads,
+    read_positions,
+    run_first_last_max,
+    runs_consecutive,
+)
+from .prepare import OpRec, Prepared
 
 Example = dict[str, Any]
 
@@ -54,7 +61,7 @@ def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
     }
     for r in p.ops:
         if r.reads:
-            for k, runs in read_positions(logs, p, r).items():
+            for k, runs in read_positions(logs, r).items():
                 if k in r.rebalanced or runs_consecutive(runs):
                     continue
                 ps = [d for run in runs for d in run]
@@ -63,7 +70,7 @@ def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                 lst = [
                     (d, v, o, i)
                     for d, (_k, v, o, i) in zip(
-                        ps, (e for e in iter_reads(p, r) if e[0] == k), strict=True
+                        ps, (e for e in iter_reads(logs, r) if e[0] == k), strict=True
                     )
                 ]
                 _pairs(
@@ -191,7 +198,7 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                 continue
             if not r.reads:
                 continue
-            pos = read_positions(logs, p, r)
+            pos = read_positions(logs, r)
             if r.type != "ok":
                 for k, runs in pos.items():
                     s = state.get(k)
@@ -211,7 +218,7 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                     if d1 <= lo or d1 > hi + 1:
                         prev = ops[last_id]
                         c = next(c for c in r.reads if c[0] == k)
-                        v1 = chunk_values(p, c)[0]
+                        v1 = chunk_values(logs, c)[0]
                         ex = _poll_example(
                             logs,
                             k,

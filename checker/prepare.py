@@ -22,7 +22,7 @@ give the realtime order even when `time` is missing or coarse.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter, lt
@@ -32,10 +32,13 @@ from ..histories.model import DATA_FS, NEMESIS, Op, Poll, Send
 
 # A send: (key, value, offset or None, micro-op index within the op)
 Effect = tuple[str, Any, "int | None", int]
-# A poll's records of one key: (key, offsets, micro-op index, values or None, increasing).
-# offsets is a range (consecutive offsets), an array('q') or, with null offsets, a list;
-# values are kept only when the key's log cannot give them back.
-Chunk = tuple[str, Any, int, "list[Any] | None", bool]
+# A poll's records of one key: (key, where, micro-op index, values or None, extra).
+# While streaming, `where` holds offsets (a range when consecutive, else an array('q'),
+# or a list with null offsets) and `extra` whether they increase; logs.build_logs turns
+# `where` into dense positions (a range, an array or a list with None) and `extra` into
+# the offsets list when some were null. Values are kept only when the key's log
+# cannot give them back (null offsets, or values that disagreed with the log).
+Chunk = tuple[str, Any, int, "list[Any] | None", Any]
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -112,21 +115,6 @@ class Prepared:
         return ok
 
 
-def chunk_values(p: Prepared, c: Chunk) -> list[Any]:
-    """The values of a chunk's records (from the log when they were not kept)."""
-    if c[3] is not None:
-        return c[3]
-    lk = p.raw[c[0]]
-    return [lk[o] for o in c[1]]
-
-
-def iter_reads(p: Prepared, r: OpRec) -> Iterator[Effect]:
-    """(key, value, offset, micro-op index) of each record an op read, in order (slow path)."""
-    for c in r.reads:
-        for o, v in zip(c[1], chunk_values(p, c), strict=True):
-            yield c[0], v, o, c[2]
-
-
 def _rebalanced_keys(log: Any) -> frozenset[str]:
     """`rebalance_log`: a list of events like {"keys": [k, ...]} (Jepsen) or plain keys."""
     if not isinstance(log, list):
@@ -163,7 +151,6 @@ class _Folder:
 
     def __init__(self, p: Prepared) -> None:
         self.p = p
-        self.polled: dict[str, set[Any]] = {}  # values read by ok ops so far
         self.pending_unseen: dict[str, set[Any]] = {}  # ok-sent values not yet read
 
     def reads(self, rec: OpRec, mops: list[Any]) -> None:
@@ -179,22 +166,21 @@ class _Folder:
                 if not n:
                     continue
                 p.n_read_records += n
-                offs = list(map(_first, recs))
-                vals = list(map(_second, recs))
+                offs = getattr(recs, "offsets", None)
+                if offs is None:
+                    offs = list(map(_first, recs))
+                    vals = list(map(_second, recs))
+                else:
+                    vals = recs.values  # type: ignore[attr-defined]
                 if ok:
-                    s = p.ok_reads.get(k)
-                    if s is None:
-                        p.ok_reads[k] = set(vals)
-                    else:
-                        s.update(vals)
-                    self._polled(k, vals)
+                    self._ok_read(k, vals)
                 if sent is not None:
                     self._precommitted(rec, sent, k, offs, vals, i)
                 keep = None
                 lk = p.raw.get(k)
                 if None in offs:
                     keep = vals
-                    for o, v in recs:
+                    for o, v in zip(offs, vals, strict=True):
                         if o is not None:
                             p.add_record(k, o, v)
                     inc = False
@@ -202,18 +188,16 @@ class _Folder:
                 else:
                     if lk is None or list(map(lk.get, offs)) != vals:
                         agree = True
-                        for o, v in recs:
+                        for o, v in zip(offs, vals, strict=True):
                             if not p.add_record(k, o, v):
                                 agree = False
                         if not agree:
                             keep = vals
                     first, last = offs[0], offs[-1]
-                    if last - first == n - 1 and (
-                        n == 1 or all(map(lt, offs, islice(offs, 1, None)))
-                    ):
-                        compact, inc = range(first, last + 1), True
+                    inc = n == 1 or all(map(lt, offs, islice(offs, 1, None)))
+                    if inc and last - first == n - 1:
+                        compact = range(first, last + 1)
                     else:
-                        inc = all(map(lt, offs, islice(offs, 1, None)))
                         compact = array("q", offs)
                 out.append((k, compact, i, keep, inc))
         rec.reads = tuple(out)
@@ -235,25 +219,26 @@ class _Folder:
                 j = next(jj for kk, vv, _oo, jj in rec.writes if kk == k and vv == v)
                 self.p.precommitted.append((rec.id, k, v, o, i, j))
 
-    def _polled(self, k: str, vals: list[Any]) -> None:
-        pk = self.polled.get(k)
-        if pk is None:
-            self.polled[k] = pk = set()
-        new = set(vals)
-        new -= pk
-        if new:
-            pk |= new
-            s = self.pending_unseen.get(k)
-            if s:
-                hit = s & new
+    def _ok_read(self, k: str, vals: list[Any]) -> None:
+        """Fold values an ok op read into ok_reads, and out of the pending unseen set."""
+        p = self.p
+        s = p.ok_reads.get(k)
+        if s is None:
+            p.ok_reads[k] = s = set()
+        n0 = len(s)
+        s.update(vals)
+        if len(s) != n0:
+            pend = self.pending_unseen.get(k)
+            if pend:
+                hit = pend.intersection(vals)
                 if hit:
-                    s -= hit
-                    self.p.unseen_count -= len(hit)
+                    pend -= hit
+                    p.unseen_count -= len(hit)
 
     def sent_ok(self, rec: OpRec) -> None:
         p = self.p
         for k, v, _o, _i in rec.writes:
-            if v in self.polled.get(k, ()):
+            if v in p.ok_reads.get(k, ()):
                 continue
             s = self.pending_unseen.setdefault(k, set())
             if v not in s:

@@ -12,8 +12,8 @@ from operator import itemgetter
 from typing import Any
 
 from .explain import offset_text, op_name, val, values_text
-from .logs import Logs
-from .prepare import OpRec, Prepared, iter_reads
+from .logs import Logs, iter_reads
+from .prepare import OpRec, Prepared
 
 Example = dict[str, Any]
 _second = itemgetter(1)
@@ -29,14 +29,14 @@ def _sort_values(vs: Any) -> list[Any]:
 
 
 def _ops_touching(
-    p: Prepared, key: str, pairs: set[tuple[Any, Any]]
+    p: Prepared, logs: Logs, key: str, pairs: set[tuple[Any, Any]]
 ) -> Iterator[tuple[OpRec, str, Any, Any]]:
     """Ops that wrote or read one of the (offset, value) pairs of `key` (for examples only)."""
     for r in p.ops:
         for k, v, o, _i in r.writes:
             if k == key and (o, v) in pairs:
                 yield r, "sent", o, v
-        for k, v, o, _i in iter_reads(p, r):
+        for k, v, o, _i in iter_reads(logs, r):
             if k == key and (o, v) in pairs:
                 yield r, "read", o, v
 
@@ -50,7 +50,7 @@ def inconsistent_offsets(p: Prepared, logs: Logs, limit: int) -> list[Example]:
         if n < limit:
             who = []
             ops: list[int] = []
-            for r, verb, _o, v in _ops_touching(p, k, {(o, v) for v in vs}):
+            for r, verb, _o, v in _ops_touching(p, logs, k, {(o, v) for v in vs}):
                 if len(who) < 6:
                     who.append(f"{op_name(r)} {verb} {val(v)}")
                 ops.append(r.index)
@@ -75,7 +75,7 @@ def duplicates(p: Prepared, logs: Logs, limit: int) -> list[Example]:
             writer = f"It was sent by {op_name(p.ops[w])}. " if w is not None else ""
             who = []
             ops = [] if w is None else [p.ops[w].index]
-            for r, verb, o, _v in _ops_touching(p, k, {(o, v) for o in offs}):
+            for r, verb, o, _v in _ops_touching(p, logs, k, {(o, v) for o in offs}):
                 if len(who) < 6:
                     who.append(f"{op_name(r)} {verb} it at offset {o}")
                 ops.append(r.index)
@@ -89,10 +89,10 @@ def duplicates(p: Prepared, logs: Logs, limit: int) -> list[Example]:
     return out
 
 
-def _find_ok_reader(p: Prepared, key: str, value: Any) -> OpRec | None:
+def _find_ok_reader(p: Prepared, logs: Logs, key: str, value: Any) -> OpRec | None:
     for r in p.ops:
         if r.type == "ok":
-            for k, v, _o, _i in iter_reads(p, r):
+            for k, v, _o, _i in iter_reads(logs, r):
                 if k == key and v == value:
                     return r
     return None
@@ -147,7 +147,7 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                     }
                     if len(out) < limit * 4:
                         if k not in explained_keys:
-                            explained_keys[k] = _find_ok_reader(p, k, vmax)
+                            explained_keys[k] = _find_ok_reader(p, logs, k, vmax)
                         mr = explained_keys[k]
                         ex["explanation"] = (
                             f"{op_name(wr)} sent value {val(v)} to key {k}, which landed at "
@@ -233,7 +233,7 @@ def unseen(p: Prepared, limit: int) -> list[Example]:
     return out
 
 
-def g1a(p: Prepared, limit: int) -> list[Example]:
+def g1a(p: Prepared, logs: Logs, limit: int) -> list[Example]:
     """Ok ops that read a value only a failed (aborted) op wrote."""
     failed: dict[str, set[Any]] = {}
     for r in p.ops:
@@ -249,7 +249,7 @@ def g1a(p: Prepared, limit: int) -> list[Example]:
     for r in p.ops:
         if r.type != "ok" or not any(c[0] in bad for c in r.reads):
             continue
-        for k, v, o, i in iter_reads(p, r):
+        for k, v, o, i in iter_reads(logs, r):
             if v not in bad.get(k, _EMPTY):
                 continue
             wr = p.ops[p.writer_of[k][v]]

@@ -31,6 +31,7 @@ from .model import (
 )
 
 KNOWN_FIELDS = frozenset({"index", "time", "process", "type", "f", "value", "error"})
+_OP_TYPES = frozenset(OP_TYPES)
 
 
 class HistoryError(Exception):
@@ -52,36 +53,45 @@ class TornLineWarning(UserWarning):
 
 def op_from_json(obj: Any, fallback_index: int) -> Op:
     """Validate one decoded line and build an Op; raise FormatError with the reason."""
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise FormatError(f"an op must be a JSON object, got {type(obj).__name__}")
     typ = obj.get("type")
-    if isinstance(typ, str) and typ.startswith(":"):
-        typ = typ[1:]
-    if typ not in OP_TYPES:
-        raise FormatError(f"unknown op type {typ!r} (expected one of {', '.join(OP_TYPES)})")
+    if typ not in _OP_TYPES:
+        if isinstance(typ, str) and typ.startswith(":") and typ[1:] in _OP_TYPES:
+            typ = typ[1:]
+        else:
+            raise FormatError(f"unknown op type {typ!r} (expected one of {', '.join(OP_TYPES)})")
     f = obj.get("f")
-    if isinstance(f, str) and f.startswith(":"):
+    if type(f) is not str or not f:
+        raise FormatError(f'op has no function: field "f" is {f!r}')
+    if f[0] == ":":
         f = f[1:]
-    if not isinstance(f, str) or not f:
-        raise FormatError(f"op has no function: field \"f\" is {f!r}")
     process = obj.get("process")
-    if isinstance(process, str) and process.startswith(":"):
-        process = process[1:]
-    if process is None or isinstance(process, bool) or not isinstance(process, (int, str)):
-        raise FormatError(f"\"process\" must be an integer or \"nemesis\", got {process!r}")
+    tp = type(process)
+    if tp is str:
+        if process.startswith(":"):
+            process = process[1:]
+    elif tp is not int:
+        raise FormatError(f'"process" must be an integer or "nemesis", got {process!r}')
     index = obj.get("index", fallback_index)
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise FormatError(f"\"index\" must be an integer, got {index!r}")
+    if type(index) is not int:
+        raise FormatError(f'"index" must be an integer, got {index!r}')
     t = obj.get("time", 0)
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise FormatError(f"\"time\" must be an integer (ns since run start), got {t!r}")
+    if type(t) is not int:
+        if type(t) is not float:
+            raise FormatError(f'"time" must be an integer (ns since run start), got {t!r}')
+        t = int(t)
     value = obj.get("value")
-    if process != NEMESIS and f in DATA_FS:
+    if f in DATA_FS and process != NEMESIS:
         value = parse_mops(value)
-    elif f in ("assign", "subscribe") and isinstance(value, list):
+    elif (f == "assign" or f == "subscribe") and isinstance(value, list):
         value = [norm_key(k) for k in value]
-    extra = {k: v for k, v in obj.items() if k not in KNOWN_FIELDS}
-    return Op(index, int(t), process, typ, f, value, obj.get("error"), extra)
+    extra = (
+        {}
+        if obj.keys() <= KNOWN_FIELDS
+        else {k: v for k, v in obj.items() if k not in KNOWN_FIELDS}
+    )
+    return Op(index, t, process, typ, f, value, obj.get("error"), extra)
 
 
 def iter_history(path: str | os.PathLike[str]) -> Iterator[Op]:
@@ -136,8 +146,9 @@ def _parse_line(path: Path, lineno: int, raw: bytes, n: int) -> Op:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         if b"\x00" in raw or not _is_text(raw):
-            raise HistoryError(path, lineno, "not JSON text (binary data); is this a "
-                               "history.jsonl file?") from None
+            raise HistoryError(
+                path, lineno, "not JSON text (binary data); is this a history.jsonl file?"
+            ) from None
         raise HistoryError(path, lineno, f"invalid JSON: {e}") from None
     try:
         return op_from_json(obj, n)
