@@ -66,8 +66,9 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expect: int) -> lis
     try:
         while len(got) < expect and time.monotonic() < deadline:
             for m in c.consume(500, timeout=1.0):
-                if m.error() is None:
-                    got.append(int(m.value()))
+                value = m.value()
+                if m.error() is None and value is not None:
+                    got.append(int(value))
     finally:
         c.close()
     return got
