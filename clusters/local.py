@@ -400,6 +400,7 @@ class LocalCluster:
         self.subnet: str | None = None
         self.bridge: str | None = None
         self.cluster_id = new_cluster_id()
+        self.cgroup_problem: str | None = None
 
     # ------------------------------------------------------------ Cluster protocol
 
@@ -433,7 +434,7 @@ class LocalCluster:
         if not self.use_netns:
             out += ["partition (no network namespaces)", "node.exec"]
         if not self.use_cgroups or not any(n.cgroup for n in self._nodes):
-            out += ["memory pressure (no cgroups)"]
+            out += [f"memory pressure (no cgroups: {self.cgroup_problem or 'disabled'})"]
         return out
 
     def metadata(self) -> dict[str, object]:
@@ -556,14 +557,22 @@ class LocalCluster:
             self._add_node(i, netns.node_address(sub, i), NETNS_PORTS, ns_name)
 
     def _make_cgroups(self) -> None:
+        """One memory cgroup per node; without them the cluster still runs (no memory faults)."""
         h = cgroups.memory_hierarchy()
         if h is None:
-            log.warning("no memory cgroup hierarchy found: memory faults unavailable")
+            self.cgroup_problem = "no memory cgroup hierarchy found"
+            log.warning("%s: memory faults unavailable", self.cgroup_problem)
             return
-        for n in self._nodes:
-            d = h.own / cgroups.cgroup_name(self.run_id, n.name)
-            self._stack.callback(_remove_cgroup_and_procs, d)
-            n.cgroup_dir = cgroups.create(h, self.run_id, n.name)
+        try:
+            for n in self._nodes:
+                d = h.own / cgroups.cgroup_name(self.run_id, n.name)
+                self._stack.callback(_remove_cgroup_and_procs, d)
+                n.cgroup_dir = cgroups.create(h, self.run_id, n.name)
+        except cgroups.CgroupError as e:
+            self.cgroup_problem = str(e)
+            log.warning("memory faults unavailable: %s", e)
+            for n in self._nodes:
+                n.cgroup_dir = None
         self.save_state("starting")
 
     def _format_storage(self) -> None:

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ktrial.clusters import cgroups, netns
 from ktrial.clusters import state as statemod
 from ktrial.clusters.base import Unsupported
-from ktrial.clusters.local import LocalCluster, LocalNode
+from ktrial.clusters.local import ClusterNotReady, LocalCluster, LocalNode
 
 pytestmark = pytest.mark.integration
 
@@ -334,3 +334,15 @@ def test_without_netns_brokers_share_loopback_unsafe_profile(
     c.create_topics({"loop": 1}, replication_factor=1)
     produce(c.bootstrap_servers, "loop", range(0, 30, 3))
     assert sorted(consume_all(c.bootstrap_servers, "loop", 1, 10)) == list(range(0, 30, 3))
+
+
+@pytest.mark.usefixtures("require_local_cluster")
+def test_failed_start_names_the_node_shows_why_and_cleans_up() -> None:
+    c = LocalCluster(nodes=1, use_netns=False, broker_config={"num.network.threads": "0"})
+    with pytest.raises(ClusterNotReady) as err:
+        c.start()
+    msg = str(err.value)
+    assert "n1" in msg and "num.network.threads" in msg  # which node, and Kafka's reason
+    assert c.work_dir is not None and not c.work_dir.exists()
+    assert not c.state_file.dir.exists()
+    assert not [d for d in cgroups.find_all() if c.run_id in d.name]
