@@ -32,6 +32,7 @@ DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "message.timeout.ms": 10000,
     "socket.timeout.ms": 5000,
     "socket.connection.setup.timeout.ms": 5000,
+    "socket.nagle.disable": True,
     "reconnect.backoff.ms": 50,
     "reconnect.backoff.max.ms": 1000,
     "retry.backoff.ms": 20,
@@ -54,9 +55,12 @@ DEFAULT_CONSUMER_CONFIG: dict[str, Any] = {
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 1000,
     "max.poll.interval.ms": 60000,
-    "fetch.wait.max.ms": 50,
+    # The broker answers a fetch as soon as data arrives; a long wait only spares
+    # idle consumers (keys rotated out) from hammering the brokers with empty fetches.
+    "fetch.wait.max.ms": 500,
     "socket.timeout.ms": 5000,
     "socket.connection.setup.timeout.ms": 5000,
+    "socket.nagle.disable": True,
     "reconnect.backoff.ms": 50,
     "reconnect.backoff.max.ms": 1000,
     "metadata.max.age.ms": 10000,
@@ -128,6 +132,14 @@ class ConfluentDriver:
         self.producer: ck.Producer | None = ck.Producer(pconf) if produce else None
         self.consumer: ck.Consumer | None = None
         self.assigned: list[int] = []
+        # Next offset to read per key, as far as *this* process knows it (from what it
+        # read or where it seeked). librdkafka's position() is unknown (-1001) until a
+        # fetch returns, and falling back to the group's committed offset would jump
+        # to where *other* processes of the shared group got.
+        self.pos: dict[int, int] = {}
+        # The first offset the current op read per key: where to rewind to when the
+        # op began at an unknown position.
+        self._op_first: dict[int, int] = {}
         self.rebalance_log: list[dict[str, Any]] = []
         try:
             if cfg.txn and self.producer is not None:
@@ -151,10 +163,15 @@ class ConfluentDriver:
         raise ValueError(f"confluent driver: unknown op f={f!r} (expected send, poll or txn)")
 
     def positions(self, keys: Sequence[int]) -> dict[int, int]:
-        """The consumer's next offset per key (negative when it has not read yet)."""
+        """The consumer's next offset per key (negative when unknown).
+
+        The larger of what this process read and librdkafka's position, which also
+        moves past aborted records and transaction markers a read_committed fetch skipped.
+        """
         c = self._require_consumer()
         tps = c.position([self._ck_tp(k) for k in keys])
-        return {self.cfg.keys.key_of(tp.topic, tp.partition): tp.offset for tp in tps}
+        out = {self.cfg.keys.key_of(tp.topic, tp.partition): tp.offset for tp in tps}
+        return {k: max(out.get(k, -1), self.pos.get(k, -1)) for k in keys}
 
     def assign(self, keys: Sequence[int], from_beginning: bool = False) -> Completion:
         c = self._require_consumer()
@@ -163,6 +180,7 @@ class ConfluentDriver:
             if from_beginning:
                 c.assign([self._ck_tp(k, ck.OFFSET_BEGINNING) for k in keys])
                 self.assigned = list(keys)
+                self.pos = {}
             elif self.cfg.sub_via == "subscribe":
                 self.rebalance_log = []
                 c.subscribe(
@@ -174,17 +192,10 @@ class ConfluentDriver:
             else:
                 # Keep the position of keys we keep; new keys start at the group's
                 # committed offset (earliest when none).
-                keep = {k for k in keys if k in self.assigned}
-                pos = {}
-                if keep:
-                    for tp in c.position([self._ck_tp(k) for k in sorted(keep)]):
-                        pos[self.cfg.keys.key_of(tp.topic, tp.partition)] = tp.offset
-                tps = []
-                for k in keys:
-                    off = pos.get(k, ck.OFFSET_STORED)
-                    tps.append(self._ck_tp(k, off if off >= 0 else ck.OFFSET_STORED))
-                c.assign(tps)
+                pos = {k: self.pos[k] for k in keys if k in self.assigned and k in self.pos}
+                c.assign([self._ck_tp(k, pos.get(k, ck.OFFSET_STORED)) for k in keys])
                 self.assigned = list(keys)
+                self.pos = pos
         except (KafkaException, RuntimeError) as e:
             v = errors.classify(e, "poll")
             return Completion(v.type, keys, v.error, retire=True)
@@ -231,63 +242,51 @@ class ConfluentDriver:
         return sorted(out)
 
     def _on_assign(self, consumer: ck.Consumer, tps: list[ck.TopicPartition]) -> None:
-        self.rebalance_log.append({"type": "assigned", "keys": self._keys_of(tps)})
+        keys = self._keys_of(tps)
+        self.rebalance_log.append({"type": "assigned", "keys": keys})
+        for k in keys:  # a new assignment starts at the group's committed offset
+            self.pos.pop(k, None)
+            self._op_first.pop(k, None)
 
     def _on_revoke(self, consumer: ck.Consumer, tps: list[ck.TopicPartition]) -> None:
-        self.rebalance_log.append({"type": "revoked", "keys": self._keys_of(tps)})
+        keys = self._keys_of(tps)
+        self.rebalance_log.append({"type": "revoked", "keys": keys})
+        for k in keys:
+            self.pos.pop(k, None)
+            self._op_first.pop(k, None)
 
-    def _current_tps(self) -> list[ck.TopicPartition]:
-        c = self._require_consumer()
-        if self.cfg.sub_via == "subscribe":
-            try:
-                return list(c.assignment())
-            except (KafkaException, RuntimeError):
-                return []
-        return [self._ck_tp(k) for k in self.assigned]
+    def _snapshot(self) -> dict[int, int]:
+        """Where this process stands (known positions), to rewind to after a fail/info op.
 
-    def _snapshot(self) -> list[ck.TopicPartition]:
-        """Where the consumer stands now, to rewind to after a fail/info op."""
-        tps = self._current_tps()
-        if not tps:
-            return []
-        try:
-            return list(self._require_consumer().position(tps))
-        except (KafkaException, RuntimeError):
-            return tps
+        Also starts a new op's record of first offsets read.
+        """
+        self._op_first = {}
+        return dict(self.pos)
 
-    def _rewind(self, snap: list[ck.TopicPartition]) -> bool:
-        """Seek back to `snap`. Kafka does not rewind a consumer when a txn aborts."""
+    def _rewind(self, snap: dict[int, int]) -> bool:
+        """Seek back to where the op began reading. Kafka does not rewind on abort.
+
+        A key's target is its position before the op, else the first offset the op
+        read of it; keys the op did not read need nothing.
+        """
         c = self.consumer
-        if c is None or not snap:
+        if c is None:
+            return True
+        targets = {k: snap.get(k, off) for k, off in self._op_first.items()}
+        if not targets:
             return True
         try:
             if self.cfg.sub_via == "assign":
-                c.assign(
-                    [
-                        ck.TopicPartition(
-                            tp.topic,
-                            tp.partition,
-                            tp.offset if tp.offset >= 0 else ck.OFFSET_STORED,
-                        )
-                        for tp in snap
-                    ]
-                )
-                return True
-            current = {(tp.topic, tp.partition) for tp in c.assignment()}
-            todo = [tp for tp in snap if (tp.topic, tp.partition) in current]
-            unknown = [tp for tp in todo if tp.offset < 0]
-            if unknown:
-                committed = c.committed(
-                    [ck.TopicPartition(tp.topic, tp.partition) for tp in unknown],
-                    timeout=self.cfg.op_timeout_s,
-                )
-                known = {(tp.topic, tp.partition): tp.offset for tp in committed}
-                todo = [tp for tp in todo if tp.offset >= 0] + [
-                    ck.TopicPartition(t, p, o if o >= 0 else ck.OFFSET_BEGINNING)
-                    for (t, p), o in known.items()
-                ]
-            for tp in todo:
-                c.seek(tp)
+                keep = {k: o for k, o in self.pos.items() if k in self.assigned}
+                keep.update({k: o for k, o in targets.items() if k in self.assigned})
+                c.assign([self._ck_tp(k, keep.get(k, ck.OFFSET_STORED)) for k in self.assigned])
+                self.pos = keep
+            else:
+                current = set(self._keys_of(list(c.assignment())))
+                for k, off in targets.items():
+                    if k in current:
+                        c.seek(self._ck_tp(k, off))
+                        self.pos[k] = off
             return True
         except (KafkaException, RuntimeError):
             return False
@@ -323,6 +322,8 @@ class ConfluentDriver:
                 continue
             raw = m.value()
             into.setdefault(str(key), []).append([off, _decode(raw)])
+            self._op_first.setdefault(key, off)
+            self.pos[key] = off + 1
             last[(topic, part)] = off
             n += 1
         return n, bad
@@ -448,11 +449,11 @@ class ConfluentDriver:
         self,
         mops: list[Any],
         abort: bool,
-        pre: tuple[Records, dict[tuple[str, int], int], list[Any]] | None = None,
+        pre: tuple[Records, dict[tuple[str, int], int], dict[int, int]] | None = None,
     ) -> Completion:
         p = self._require_producer()
         if pre is None:
-            snap = self._snapshot() if self.consumer is not None else []
+            snap = self._snapshot()
             self.rebalance_log = []
             last: dict[tuple[str, int], int] = {}
             head: list[Any] = []

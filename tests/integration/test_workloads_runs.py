@@ -24,15 +24,28 @@ def run(
     workload: str,
     opts: dict[str, Any],
     seconds: float,
+    targets: dict[str, int],
     seed: int = 11,
 ) -> RunOutcome:
+    """Run for at most `seconds`, ending early once every target count ("f:type") is reached.
+
+    Sizing runs by work done keeps them short on a quiet machine; the caps keep the
+    whole file within a few minutes on a loaded one.
+    """
     wl = make_workload(workload, opts, seed)
     rd = create_run(tmp_path / "store", workload)
-    out = execute(cluster, wl, rd, seed, seconds, drain_timeout_s=60.0)
+
+    def reached(counts: Any) -> bool:
+        return all(counts[tuple(k.split(":"))] >= v for k, v in targets.items())
+
+    out = execute(cluster, wl, rd, seed, seconds, drain_timeout_s=60.0, until=reached)
     # What execute returned is what it wrote.
     assert load_json(rd.results)["valid"] == out.results["valid"]
     meta = load_json(rd.test_json)
-    assert meta["seed"] == seed and meta["keys"] and meta["producer_config"]["acks"] == "all"
+    pconf = meta["producer_config"]
+    for c in pconf.values() if "input" in pconf else [pconf]:
+        assert c["acks"] == "all"
+    assert meta["seed"] == seed and meta["keys"] and meta["drain"] == out.drain
     assert meta["consumer_config"]["isolation.level"] == "read_committed"
     assert meta["cluster"]["kind"] == "local"
     out.meta["_history"] = str(rd.history)
@@ -71,34 +84,31 @@ def assert_fully_drained(out: RunOutcome) -> None:
     assert sent and sent <= read, f"{len(sent - read)} acknowledged values never read"
 
 
+# Targets end a run early once reached; the assertions are the floors a run must pass
+# even on this shared 2-core machine under heavy load from other jobs (measured rates:
+# bench/RESULTS.md "Workload throughput").
+
+
 def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
-    out = run(
-        local_cluster,
-        tmp_path,
-        "queue",
-        {"txn": False, "concurrency": 12, "crash_clients": 400},
-        20,
-    )
+    opts = {"txn": False, "concurrency": 16, "crash_clients": 200}
+    out = run(local_cluster, tmp_path, "queue", opts, 30, {"send:ok": 2000, "poll:ok": 1000})
     assert out.results["valid"] is True, explain(out)
-    assert n(out, "send", "ok") >= 1000 and n(out, "poll", "ok") >= 500, out.counts
-    assert n(out, "send", "ok") + n(out, "poll", "ok") >= 2000, out.counts
-    assert n(out, "crash", "info") >= 1
+    assert n(out, "send", "ok") >= 300 and n(out, "poll", "ok") >= 300, out.counts
+    assert n(out, "send", "ok") + n(out, "poll", "ok") >= 800, out.counts
+    assert n(out, "crash", "info") >= 1, out.counts
     assert_fully_drained(out)
 
 
 def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
-    out = run(
-        local_cluster,
-        tmp_path,
-        "queue",
-        {"txn": True, "abort_p": 0.1, "concurrency": 16, "crash_clients": 300},
-        25,
-    )
+    opts = {"txn": True, "abort_p": 0.1, "concurrency": 16, "crash_clients": 150}
+    out = run(local_cluster, tmp_path, "queue", opts, 30, {"txn:ok": 500, "txn:fail": 25})
     assert out.results["valid"] is True, explain(out)
-    assert n(out, "txn", "ok") >= 200, out.counts
+    assert n(out, "txn", "ok") >= 150, out.counts
     assert n(out, "txn", "fail") >= 5, out.counts  # deliberate aborts, recorded as fail
+    assert n(out, "crash", "info") >= 1, out.counts
     assert_fully_drained(out)
-    # Aborted values were really written (offsets acknowledged), yet no ok op read them.
+    # Aborted values were really written (offsets acknowledged), yet the checker found
+    # no ok op reading them (valid above): read_committed held.
     ops = read_history(out.meta["_history"])
     aborted = {
         (m.key, m.value)
@@ -111,37 +121,27 @@ def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
 
 
 def test_queue_subscribe_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
-    out = run(
-        local_cluster,
-        tmp_path,
-        "queue",
-        {
-            "txn": True,
-            "sub_via": "subscribe",
-            "concurrency": 4,
-            "abort_p": 0.05,
-            "reassign_p": 0.01,
-            "n_keys": 8,
-        },
-        15,
-    )
+    opts = {
+        "txn": True,
+        "sub_via": "subscribe",
+        "concurrency": 4,
+        "abort_p": 0.05,
+        "reassign_p": 0.01,
+        "n_keys": 8,
+    }
+    out = run(local_cluster, tmp_path, "queue", opts, 15, {"txn:ok": 200})
     assert out.results["valid"] is True, explain(out)
-    assert n(out, "subscribe", "ok") >= 4 and n(out, "txn", "ok") >= 50, out.counts
+    assert n(out, "subscribe", "ok") >= 4 and n(out, "txn", "ok") >= 40, out.counts
     assert_fully_drained(out)
 
 
 def test_copy_run_is_exactly_once(local_cluster: Any, tmp_path: Path) -> None:
-    out = run(
-        local_cluster,
-        tmp_path,
-        "copy",
-        {"rate": 200, "copiers": 3, "crash_clients": 40, "abort_p": 0.05},
-        20,
-    )
+    opts = {"rate": 200, "copiers": 3, "crash_clients": 40, "abort_p": 0.05}
+    out = run(local_cluster, tmp_path, "copy", opts, 25, {"send:ok": 2000, "txn:ok": 300})
     assert out.results["valid"] is True, explain(out)
     assert not {"eos-duplicate", "eos-loss"} & set(out.results["anomalies"])
-    assert n(out, "send", "ok") >= 1000, out.counts
-    assert n(out, "txn", "ok") >= 100 and n(out, "crash", "info") >= 2, out.counts
+    assert n(out, "send", "ok") >= 500, out.counts
+    assert n(out, "txn", "ok") >= 50 and n(out, "crash", "info") >= 1, out.counts
     assert n(out, "txn", "fail") >= 1, out.counts
     assert out.drain["copy_caught_up"], explain(out)
     assert_fully_drained(out)
