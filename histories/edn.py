@@ -215,11 +215,13 @@ def _dispatch(s: str, i: int) -> tuple[Any, int]:
     c = s[i + 1]
     if c == "{":
         return _coll(s, i + 2, "}", "set")
-    if c == "_":
-        j = _skip(s, i + 2)
-        if j >= n:
-            raise _Incomplete("#_ discard", i)
-        _v, j = _read(s, j)
+    if c == "_":  # discard the next form; in `#_ #_ a b` that is b (a went first)
+        v, j = _NOTHING, i + 2
+        while v is _NOTHING:
+            j = _skip(s, j)
+            if j >= n:
+                raise _Incomplete("#_ discard", i)
+            v, j = _read(s, j)
         return _NOTHING, j
     if c == '"':  # a regex: its backslashes are the pattern's, not escapes
         m = _STRING.match(s, i + 1)
