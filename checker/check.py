@@ -102,10 +102,10 @@ def _stats(
             sends["values"] += len(r.writes)
         elif r.f == "poll":
             polls[r.type] += 1
-            polls["records"] += len(r.reads)
+            polls["records"] += sum(len(c[1]) for c in r.reads)
         else:
             txns["committed" if r.type == "ok" else "aborted" if r.type == "fail" else "info"] += 1
-        reads += len(r.reads)
+        reads += sum(len(c[1]) for c in r.reads)
         writes += len(r.writes)
         for k, *_ in r.writes:
             keys.add(k)

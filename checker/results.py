@@ -72,7 +72,9 @@ def combine(
         exs = found[name]
         if not exs:
             continue
-        if is_bad(name, exs, sub_via, ww_deps):
+        # With nothing read at all, every sent value is "unseen": that says the run
+        # never consumed, not that the broker lost anything, so the verdict is unknown.
+        if is_bad(name, exs, sub_via, ww_deps) and not (nothing_checked and name == "unseen"):
             bad.append(name)
         ranked = [e for e in rank(name, exs) if "explanation" in e] or rank(name, exs)
         count = sum(e.get("count", 1) for e in exs) if name == "unseen" else len(exs)
