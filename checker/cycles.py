@@ -170,7 +170,7 @@ def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, st
             if d is None:
                 continue
             nxt = next_committed_writer(p, logs, k, d, u)
-            if nxt is not None and nxt[0] == v:
+            if nxt is not None and nxt[0] == v and kl is not None:
                 j = next((jj for kk, vv, _oo, jj in b.writes if kk == k and vv == nxt[1]), "?")
                 return "ww", (
                     f"{op_name(a)} sent value {val(val_)} to key {k} (micro-op {i}, offset "
@@ -263,7 +263,7 @@ def find_cycles(
     out: dict[str, list[Example]] = {}
     timeouts: list[Example] = []
     stats: dict[str, Any] = {"components": 0, "largest_component": 0, "truncated": False}
-    seen_cycles: set[tuple[int, ...]] = set()
+    seen_cycles: set[tuple[Any, ...]] = set()
 
     def record(found: dict[str, Example]) -> None:
         for name, ex in found.items():

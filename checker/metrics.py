@@ -139,11 +139,11 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         t = r.inv_time
         top = 0.0
         for k, d in mine.items():
-            arr = exists.get(k)
-            if arr is None or d + 1 >= len(arr):
+            known_at = exists.get(k)
+            if known_at is None or d + 1 >= len(known_at):
                 lag = 0.0
             else:
-                lag = max(0.0, (t - arr[d + 1]) / 1e6)
+                lag = max(0.0, (t - known_at[d + 1]) / 1e6)
             if lag > per_key.get(k, -1.0):
                 per_key[k] = round(lag, 3)
             if lag > top:

@@ -48,7 +48,7 @@ def inconsistent_offsets(p: Prepared, logs: Logs, limit: int) -> list[Example]:
         values = _sort_values(vs)
         ex: Example = {"key": k, "offset": o, "values": values}
         if n < limit:
-            who = []
+            who: list[str] = []
             ops: list[int] = []
             for r, verb, _o, v in _ops_touching(p, logs, k, {(o, v) for v in vs}):
                 if len(who) < 6:
@@ -73,7 +73,7 @@ def duplicates(p: Prepared, logs: Logs, limit: int) -> list[Example]:
         if n < limit:
             w = p.writer_of.get(k, {}).get(v)
             writer = f"It was sent by {op_name(p.ops[w])}. " if w is not None else ""
-            who = []
+            who: list[str] = []
             ops = [] if w is None else [p.ops[w].index]
             for r, verb, o, _v in _ops_touching(p, logs, k, {(o, v) for o in offs}):
                 if len(who) < 6:

@@ -66,7 +66,7 @@ def op_from_json(obj: Any, fallback_index: int) -> Op:
         raise FormatError(f'op has no function: field "f" is {f!r}')
     if f[0] == ":":
         f = f[1:]
-    process = obj.get("process")
+    process: Any = obj.get("process")
     tp = type(process)
     if tp is str:
         if process.startswith(":"):

@@ -125,6 +125,8 @@ class Records(list):  # type: ignore[type-arg]
     """
 
     __slots__ = ("offsets", "values")
+    offsets: list[Any]
+    values: list[Any]
 
 
 def _fast_records(pairs: list[Any]) -> list[Any] | None:

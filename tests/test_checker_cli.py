@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
-
 from ktrial.cli import cli
 
 

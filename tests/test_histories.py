@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ktrial.histories import (
     HistoryError,
     HistoryWriter,
