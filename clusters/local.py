@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -401,6 +402,7 @@ class LocalCluster:
         self.bridge: str | None = None
         self.cluster_id = new_cluster_id()
         self.cgroup_problem: str | None = None
+        self._state_lock = threading.Lock()
 
     # ------------------------------------------------------------ Cluster protocol
 
@@ -637,6 +639,11 @@ class LocalCluster:
         }
 
     def save_state(self, status: str | None = None) -> None:
+        """Rewrite state.json (node ops may run on several nemesis threads at once)."""
+        with self._state_lock:
+            self._save_state(status)
+
+    def _save_state(self, status: str | None) -> None:
         old = self.state_file.read()
         if not old and status is None:
             return  # torn down (or never started): do not resurrect the record

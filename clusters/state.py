@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +84,7 @@ class StateFile:
 
     def write(self, data: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".state.{os.getpid()}.tmp"
+        tmp = self.dir / f".state.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
         os.replace(tmp, self.path)
 
