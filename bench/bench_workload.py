@@ -8,7 +8,7 @@ Starts one 3-node LocalCluster, then:
    100-byte records, unthrottled) on a fresh RF-3 topic.
 Prints one JSON object; also the load average, since this machine is shared.
 
-    .venv/bin/python bench/bench_workload.py --seconds 20 --concurrency 16
+    .venv/bin/python bench/bench_workload.py --seconds 20 --concurrency 16,48
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from ktrial.histories.recorder import Recorder
 from ktrial.workloads import make_workload
 
 
-def run_queue(cluster: LocalCluster, opts: dict[str, Any], seconds: float, out: Path
-              ) -> dict[str, Any]:
+def run_queue(
+    cluster: LocalCluster, opts: dict[str, Any], seconds: float, out: Path
+) -> dict[str, Any]:
     wl = make_workload("queue", opts, 1)
     wl.setup(cluster)
     writer = HistoryWriter(out)
@@ -40,40 +41,73 @@ def run_queue(cluster: LocalCluster, opts: dict[str, Any], seconds: float, out: 
     t = threading.Timer(seconds, stop.set)
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
+    cpu0 = time.process_time()  # this process: Python workers + librdkafka threads
     t.start()
     wl.run(rec, stop)
     el = time.monotonic() - t0
+    cpu = time.process_time() - cpu0
     writer.close()
     done = sum(n for (_f, ty), n in rec.counts.items() if ty != "invoke")
     by = {f"{f}:{ty}": n for (f, ty), n in sorted(rec.counts.items()) if ty != "invoke"}
-    return {"opts": opts, "seconds": round(el, 2), "ops": done, "ops_per_s": round(done / el, 1),
-            "counts": by, "loadavg_1m_before": load0, "loadavg_1m_after": os.getloadavg()[0]}
+    return {
+        "opts": opts,
+        "seconds": round(el, 2),
+        "ops": done,
+        "ops_per_s": round(done / el, 1),
+        "client_cpu_s": round(cpu, 2),
+        "client_cpu_ms_per_op": round(1000 * cpu / max(done, 1), 3),
+        "counts": by,
+        "loadavg_1m_before": load0,
+        "loadavg_1m_after": os.getloadavg()[0],
+    }
 
 
 def run_perf_test(cluster: LocalCluster, records: int) -> dict[str, Any]:
     topic = f"perf-{int(time.time())}"
     cluster.create_topics({topic: 4}, replication_factor=3)
     lib = resolve(auto_install=False).lib_dir
-    cmd = ["java", "-Xmx512m", "-cp", f"{lib}/*", "org.apache.kafka.tools.ProducerPerformance",
-           "--topic", topic, "--num-records", str(records), "--record-size", "100",
-           "--throughput", "-1", "--producer-props",
-           f"bootstrap.servers={cluster.bootstrap_servers}", "acks=all",
-           "enable.idempotence=true"]
+    cmd = [
+        "java",
+        "-Xmx512m",
+        "-cp",
+        f"{lib}/*",
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={cluster.bootstrap_servers}",
+        "acks=all",
+        "enable.idempotence=true",
+    ]
     load0 = os.getloadavg()[0]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     last = [ln for ln in p.stdout.splitlines() if "records sent" in ln][-1:]
     m = re.search(r"([\d.]+) records/sec", last[0]) if last else None
     lat = re.search(r"([\d.]+) ms avg latency", last[0]) if last else None
-    return {"cmd": " ".join(cmd), "records_per_s": float(m.group(1)) if m else None,
-            "avg_latency_ms": float(lat.group(1)) if lat else None,
-            "summary": last[0] if last else p.stdout[-500:] + p.stderr[-500:],
-            "loadavg_1m_before": load0, "loadavg_1m_after": os.getloadavg()[0]}
+    return {
+        "cmd": " ".join(cmd),
+        "records_per_s": float(m.group(1)) if m else None,
+        "avg_latency_ms": float(lat.group(1)) if lat else None,
+        "summary": last[0] if last else p.stdout[-500:] + p.stderr[-500:],
+        "loadavg_1m_before": load0,
+        "loadavg_1m_after": os.getloadavg()[0],
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20)
-    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument(
+        "--concurrency",
+        default="16",
+        help="worker processes; a comma-separated list runs each in turn",
+    )
     ap.add_argument("--perf-records", type=int, default=200000)
     ap.add_argument("--out", default="/tmp/ktrial-bench-workload")
     a = ap.parse_args()
@@ -81,12 +115,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"nproc": os.cpu_count()}
     with LocalCluster(nodes=3) as cluster:
-        res["idempotent"] = run_queue(cluster, {"concurrency": a.concurrency}, a.seconds,
-                                      out / "idem.jsonl")
-        print(json.dumps(res["idempotent"]), flush=True)
-        res["txn"] = run_queue(cluster, {"concurrency": a.concurrency, "txn": True}, a.seconds,
-                               out / "txn.jsonl")
-        print(json.dumps(res["txn"]), flush=True)
+        for c in [int(x) for x in a.concurrency.split(",")]:
+            for mode, opts in (("idempotent", {}), ("txn", {"txn": True})):
+                r = run_queue(
+                    cluster, {"concurrency": c, **opts}, a.seconds, out / f"{mode}-{c}.jsonl"
+                )
+                res[f"{mode}-c{c}"] = r
+                print(json.dumps(r), flush=True)
         res["producer_perf_test"] = run_perf_test(cluster, a.perf_records)
     print(json.dumps(res, indent=1))
 

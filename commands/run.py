@@ -165,5 +165,7 @@ def run(
     for t, a in sorted(res.get("anomalies", {}).items()):
         bad = " (bad)" if t in res.get("bad_error_types", []) else ""
         click.echo(f"  {t}: {a.get('count')}{bad}")
+    if out.interrupted:
+        click.echo("  (interrupted before the drain: `unseen` values are not evidence of loss)")
     click.echo(f"valid: {res.get('valid')}  ->  {run_dir.results}")
     return EXIT_BY_VALID.get(res.get("valid"), 2)
