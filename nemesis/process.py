@@ -166,15 +166,21 @@ class RollingRestart(FaultBase):
         self.info = {"nodes": chosen}
         self.ctx.record("start-rolling-restart", self.info)
         for name in chosen:
-            if self.ctx.halting.is_set():  # a heal is waiting: stop restarting more nodes
+            if self.ctx.halting.is_set():  # a heal or the schedule's end is waiting
+                self.info["skipped"] = chosen[chosen.index(name) :]
                 break
             node = nodes[name]
+            self.ctx.record("restart", {"node": name})
+            t0 = time.monotonic()
             node.restart()
             # the broker's own listener: a Toxiproxy in front would accept at once
             listener = str(getattr(node, "direct_client", None) or node.client_bootstrap)
             host, _, port = listener.rpartition(":")
             up = wait_port(host, int(port), self.wait)
-            self.ctx.record("restart", {"node": name, "listening": up})
+            self.ctx.record(
+                "restarted",
+                {"node": name, "listening": up, "seconds": round(time.monotonic() - t0, 3)},
+            )
             self.ctx.halting.wait(self.settle)
         return self.info
 

@@ -219,6 +219,7 @@ class ScheduleThread:
 
     def __init__(self, schedule: Schedule, nemesis: Nemesis) -> None:
         self.stop_event = threading.Event()
+        self.nemesis = nemesis
         self.error: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run, args=(schedule, nemesis), name="ktrial-nemesis", daemon=True
@@ -236,7 +237,10 @@ class ScheduleThread:
         return self
 
     def close(self, timeout: float = 120.0) -> None:
+        """Stop the schedule: long faults (a rolling restart) end at their next step, the
+        schedule heals and exits; wait up to `timeout` s for that."""
         self.stop_event.set()
+        self.nemesis.ctx.halting.set()
         self._thread.join(timeout)
 
     def __enter__(self) -> ScheduleThread:

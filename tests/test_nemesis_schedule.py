@@ -24,6 +24,7 @@ from ktrial.histories.recorder import Recorder
 from ktrial.nemesis import (
     IntervalSchedule,
     Nemesis,
+    ScheduleThread,
     ScriptSchedule,
     StablePeriodSchedule,
     load_script,
@@ -301,3 +302,26 @@ def test_clean_kills_balloons_of_dead_runs_only() -> None:
         for p in (orphan, mine):
             if p.poll() is None:
                 p.kill()
+
+
+def test_rolling_restart_restarts_each_node_and_stops_early_when_told(
+    cluster: ProcCluster, recorder: Recorder, tmp_path: Path
+) -> None:
+    nem = Nemesis(cluster, recorder, ["restart"], random.Random(0))
+    before = [n.pid for n in cluster.nodes]
+    fault = nem.start("restart", "all", settle=0, wait=0.1)
+    nem.stop(fault)
+    assert all(a != b for a, b in zip(before, [n.pid for n in cluster.nodes], strict=True))
+    fs = [f for f, _ in nemesis_ops(tmp_path)]
+    assert fs == ["start-rolling-restart"] + ["restart", "restarted"] * 3 + ["stop-rolling-restart"]
+
+    # a long settle is cut short by the end of the schedule: the rest are skipped
+    sched = IntervalSchedule(["restart"], interval=30)
+    nem.params["restart"] = {"settle": 30, "wait": 0.1}
+    thread = ScheduleThread(sched, nem).start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    thread.close(timeout=20)
+    assert time.monotonic() - t0 < 15 and all_up(cluster) and nem.active() == []
+    restarts = [v for f, v in nemesis_ops(tmp_path) if f == "restarted"]
+    assert len(restarts) == 3 + 1
