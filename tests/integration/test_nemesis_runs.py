@@ -35,6 +35,12 @@ FAMILIES: dict[str, tuple[set[str], dict[str, Any], float]] = {
     "pause": ({"pause", "resume"}, {}, 5.0),
     "memory": ({"memory-squeeze", "memory-release"}, {"memory": {"balloon_bytes": 64 << 20}}, 5.0),
     "toxic": ({"toxic-on", "toxic-off"}, {"toxic": {"kind": "latency"}}, 5.0),
+    # one node restarts per ~50 s here; the schedule's end cuts the rest short
+    "restart": (
+        {"start-rolling-restart", "restarted", "stop-rolling-restart"},
+        {"restart": {"settle": 2}},
+        10.0,
+    ),
 }
 
 
