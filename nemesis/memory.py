@@ -23,6 +23,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,10 @@ def squeeze_target(
 
 
 def start_balloon(
-    cg: cgroups.MemoryCgroup, nbytes: int, hang: bool = True
+    cg: cgroups.MemoryCgroup,
+    nbytes: int,
+    hang: bool = True,
+    extra_env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``stress-ng --vm 1`` that joins `cg` before it allocates (the shell writes its own pid
     to cgroup.procs, then execs stress-ng). With `hang` the worker touches its memory once
@@ -77,7 +81,8 @@ def start_balloon(
     if hang:
         cmd += ["--vm-hang", "0"]
     script = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
-    env = dict(os.environ, **{ENV_MARK: str(os.getpid())})
+    # our mark (nemesis clean) plus the cluster's (its teardown/clean kill its processes)
+    env = {**os.environ, **(extra_env or {}), ENV_MARK: str(os.getpid())}
     try:
         return subprocess.Popen(
             ["sh", "-c", script, "ktrial-balloon", str(cg.path), *cmd],
@@ -278,7 +283,8 @@ class MemoryFault(FaultBase):
                     "file": w.file0,
                 }
             if self.balloon_bytes:
-                self.balloons[name] = start_balloon(cg, self.balloon_bytes)
+                marker = getattr(self.ctx.cluster, "marker_env", None) or {}
+                self.balloons[name] = start_balloon(cg, self.balloon_bytes, extra_env=marker)
         self._sampler = threading.Thread(
             target=self._sample_loop, name="ktrial-memory-sampler", daemon=True
         )

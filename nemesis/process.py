@@ -191,4 +191,7 @@ class RollingRestart(FaultBase):
                 ensure_running(nodes[name])
             except Exception as e:
                 log.warning("rolling restart: %s did not come back: %s", name, e)
-        self.ctx.record("stop-rolling-restart", {"nodes": self.nodes})
+        value: dict[str, Any] = {"nodes": self.nodes}
+        if self.info.get("skipped"):
+            value["skipped"] = self.info["skipped"]
+        self.ctx.record("stop-rolling-restart", value)
