@@ -177,7 +177,7 @@ class Run:
                 params=nem_opts.params,
             )
             nem.check_supported()
-            stack.callback(nem.heal_all)
+            stack.callback(nem.close)  # refuses later fault starts, then heals
 
             stop = threading.Event()
             failure: list[BaseException] = []
@@ -196,6 +196,7 @@ class Run:
                 sched = None
                 if nem_opts.faults or nem_opts.schedule == "script":
                     sched = ScheduleThread(nem_opts.make_schedule(), nem).start()
+                    stack.callback(sched.close)
                 deadline = time.monotonic() + spec.time_limit
                 while time.monotonic() < deadline and worker.is_alive():
                     if self.interrupts.event.wait(min(0.5, max(0.0, deadline - time.monotonic()))):

@@ -207,12 +207,18 @@ def down(run_id: str | None, force: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def clean(all_: bool, dry_run: bool) -> None:
     """Remove leftovers (namespaces, links, iptables rules, cgroups, processes, dirs) of
-    ktrial clusters whose owner died. Touches only things named by ktrial."""
+    ktrial clusters whose owner died, and nemesis leftovers (tagged iptables rules,
+    stress-ng balloons, Toxiproxy servers). Touches only things named by ktrial."""
+    from ..nemesis.clean import clean_leftovers
+
+    nemesis_removed = [] if dry_run else clean_leftovers(all_)
+    for line in nemesis_removed:
+        click.echo(f"removed {line}")
     removed, problems = cleanmod.clean(all_=all_, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     for line in removed.describe():
         click.echo(f"{verb} {line}")
-    if removed.empty():
+    if removed.empty() and not nemesis_removed:
         click.echo("nothing to clean")
     for p in problems:
         click.echo(f"problem: {p}", err=True)
