@@ -228,7 +228,6 @@ class Run:
             meta["interrupted"] = interrupted
             meta["wall_end"] = time.time()
             run_dir.write_test(meta)
-            writer.close()
             self.say("tearing down the cluster...")
         return interrupted
 
