@@ -35,7 +35,7 @@ class QueueOptions:
     abort_p: float = 0.0
     crash_clients: int = 0  # one client crash every N ops (0: never)
     rate: float = 0.0  # ops/s over all workers (0: unlimited)
-    concurrency: int = 10
+    concurrency: int = 16
     n_keys: int = 32
     active_keys: int = 4
     writes_per_key: int = 1000
