@@ -43,7 +43,7 @@ params_st = st.builds(
 
 
 def _reads(d: dict[str, Any]) -> list[tuple[str, int, int]]:
-    out = []
+    out: list[tuple[str, int, int]] = []
     if d["f"] not in ("poll", "txn"):
         return out
     for m in d["value"] or []:
