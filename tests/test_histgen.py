@@ -187,3 +187,27 @@ def test_jsonl_roundtrip(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     assert to_jsonl(g.ops, path) == len(g.ops)
     assert [op.to_json() for op in iter_history(path)] == [op.to_json() for op in g.to_ops()]
+
+
+def test_visibility_before_acknowledgement_and_info_outcomes_occur() -> None:
+    """Readers see txn values before the writer's ok arrives; info ops go both ways."""
+    g = generate(GenParams(seed=2, ops=300, keys=2, processes=4, info_p=0.3, txn_weight=3))
+    completion_of: dict[int, tuple[int, str]] = {}
+    for d in g.ops:
+        if d["type"] != "invoke":
+            for _, _, v in _sends(d):
+                completion_of[v] = (d["index"], d["type"])
+    early = False
+    info_read: set[int] = set()
+    for d in g.ops:
+        if d["type"] != "ok":
+            continue
+        for _, _, v in _reads(d):
+            idx, typ = completion_of[v]
+            early |= idx > d["index"]  # read and acknowledged before its writer completed
+            if typ == "info":
+                info_read.add(v)
+    assert early
+    assert info_read, "some info op committed and was read"
+    info_vals = {v for v, (_, t) in completion_of.items() if t == "info"}
+    assert info_vals - info_read, "some info op never took effect"
