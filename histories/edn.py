@@ -64,30 +64,50 @@ class EdnError(ValueError):
         self.pos = pos
 
 
-class _Incomplete(Exception):
-    """The text ended inside a form: the streaming reader needs more lines."""
-
-    def __init__(self, what: str, start: int) -> None:
-        super().__init__(what)
-        self.what = what
-        self.start = start
-
-
 # ------------------------------------------------------------------------------ reader
+#
+# One regex splits the text into tokens; an explicit stack builds the values. No
+# recursion (any nesting depth up to _MAX_DEPTH), one regex step per token, and a
+# form cut short by the end of the text is reported as incomplete, not as an
+# error, so the streaming reader can append the next lines and read it again.
 
 _NOTHING: Any = object()  # what `#_ form` reads as: skipped by its container
+_MAX_DEPTH = 1000  # deeper values could not be written out as JSON again anyway
 
-_WS = re.compile(r"(?:[\s,]+|;[^\n]*)*")
-_ATOM = re.compile(r"[^\s,;()\[\]{}\"\\]+")
-_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"', re.DOTALL)
+_A = r'[^\s,;()\[\]{}"\\]'  # a character that can continue an atom
+_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+# Alternatives in order of frequency in Jepsen histories; each token swallows the
+# whitespace after it, so the loop sees about one match per token. Vectors of
+# integers and of [int int] pairs (poll records, most of a history) are single
+# tokens: Python then handles a poll's records in one step, not four per record.
+_PAIRS, _INTS, _NUM, _KW, _OPEN, _CLOSE, _STRING, _HASH, _META, _CHAR, _SYM, _WS, _BAD = range(
+    1, 14
+)
+_TOKEN = re.compile(
+    r"(?:"
+    r"(\[(?:[\s,]*\[[\s,]*-?\d+[\s,]+-?\d+[\s,]*\])+[\s,]*\])"  # 1 [[o v] ...]
+    r"|(\[[\s,]*(?:-?\d+[\s,]*)*\])"  # 2 [int ...]
+    rf"|([+-]?\d{_A}*)"  # 3 number
+    rf"|(:{_A}+)"  # 4 keyword
+    r"|([\[{(])"  # 5 open
+    r"|([\]})])"  # 6 close
+    rf"|({_STR})"  # 7 string
+    rf"|(#(?:[{{_]|{_STR}|{_A}*))"  # 8 dispatch
+    r"|(\^)"  # 9 metadata
+    r"|(\\(?:newline|space|tab|return|backspace|formfeed|u[0-9a-fA-F]{4}|o[0-7]{1,3}|.))"  # 10
+    rf"|({_A}+)"  # 11 symbol, nil, true, false
+    r"|((?:[\s,]+|;[^\n]*)+)"  # 12 whitespace and comments
+    r"|(.)"  # 13 anything else: an unterminated string, a lone backslash
+    r")[\s,]*",
+    re.DOTALL,
+)
+_PAIR = re.compile(r"\[[\s,]*(-?\d+)[\s,]+(-?\d+)[\s,]*\]")
+_INTEGER = re.compile(r"-?\d+")
 _INT = re.compile(r"[+-]?\d+N?")
 _FLOAT = re.compile(r"[+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?M?")
 _RATIO = re.compile(r"([+-]?\d+)/(\d+)")
 _HEX = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]+)N?")
 _RADIX = re.compile(r"([+-]?)(\d{1,2})[rR]([0-9a-zA-Z]+)")
-_CHAR = re.compile(
-    r"\\(newline|space|tab|return|backspace|formfeed|u[0-9a-fA-F]{4}|o[0-7]{1,3}|.)", re.DOTALL
-)
 _CHAR_NAMES = {
     "newline": "\n",
     "space": " ",
@@ -98,14 +118,12 @@ _CHAR_NAMES = {
 }
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "b": "\b", "f": "\f", "'": "'"}
-_CLOSERS = {"]": "vector", ")": "list", "}": "map"}
-_SPECIAL_FLOATS = {"Inf": math.inf, "-Inf": -math.inf, "NaN": math.nan}
-
-
-def _skip(s: str, i: int) -> int:
-    """Index of the first character at or after `i` that is not whitespace or comment."""
-    m = _WS.match(s, i)
-    return m.end() if m else i
+_SPECIAL_FLOATS = {"##Inf": math.inf, "##-Inf": -math.inf, "##NaN": math.nan}
+# Stack frames are [opener, items, start]. Collections close with a delimiter;
+# prefixes (#_ discard, ^ metadata, #tag, #:ns) complete with the next form(s).
+_CLOSE_OF = {"[": "]", "(": ")", "{": "}", "#{": "}"}
+_WHAT = {"[": "vector", "(": "list", "{": "map", "#{": "set", "#_": "#_ discard"}
+_WHAT.update({"^": "form with metadata", "#:": "namespaced map", "#tag": "tagged literal"})
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -118,215 +136,224 @@ def _unescape(m: re.Match[str]) -> str:
         raise ValueError(e) from None
 
 
-def _string(s: str, i: int) -> tuple[str, int]:
-    m = _STRING.match(s, i)
-    if m is None:
-        raise _Incomplete("string", i)
-    body = m.group(1)
-    if "\\" in body:
+def _string(body: str, pos: int) -> str:
+    try:
+        return _ESCAPE.sub(_unescape, body)
+    except ValueError as e:
+        raise EdnError(f'unknown escape "\\{e}" in a string', pos) from None
+
+
+def _number(text: str, i: int) -> int | float:
+    if _INT.fullmatch(text):
+        return int(text.rstrip("N"))
+    if _FLOAT.fullmatch(text):
+        return float(text.rstrip("M"))
+    m = _RATIO.fullmatch(text)
+    if m:
+        den = int(m.group(2))
+        if den == 0:
+            raise EdnError(f"ratio {text} divides by zero", i)
+        return int(m.group(1)) / den
+    m = _HEX.fullmatch(text)  # #object[... 0x6f1b2c3d ...] identity hashes
+    if m:
+        return int(m.group(1) + m.group(2), 16)
+    m = _RADIX.fullmatch(text)
+    if m and 2 <= int(m.group(2)) <= 36:
         try:
-            body = _ESCAPE.sub(_unescape, body)
-        except ValueError as e:
-            raise EdnError(f'unknown escape "\\{e}" in a string', i) from None
-    return body, m.end()
-
-
-def _atom(text: str, i: int) -> Any:
-    """A number, nil/true/false, or a symbol (returned as its name)."""
-    c = text[0]
-    if c.isdigit() or (len(text) > 1 and c in "+-" and text[1].isdigit()):
-        if _INT.fullmatch(text):
-            return int(text.rstrip("N"))
-        if _FLOAT.fullmatch(text):
-            return float(text.rstrip("M"))
-        m = _RATIO.fullmatch(text)
-        if m:
-            den = int(m.group(2))
-            if den == 0:
-                raise EdnError(f"ratio {text} divides by zero", i)
-            return int(m.group(1)) / den
-        m = _HEX.fullmatch(text)  # #object[... 0x6f1b2c3d ...] identity hashes
-        if m:
-            return int(m.group(1) + m.group(2), 16)
-        m = _RADIX.fullmatch(text)
-        if m and 2 <= int(m.group(2)) <= 36:
-            try:
-                return int(m.group(1) + m.group(3), int(m.group(2)))
-            except ValueError:
-                pass
-        raise EdnError(f"invalid number {text!r}", i)
-    if text == "nil":
-        return None
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    return text
+            return int(m.group(1) + m.group(3), int(m.group(2)))
+        except ValueError:
+            pass
+    raise EdnError(f"invalid number {text!r}", i)
 
 
 def map_key(k: Any) -> str:
     """Map keys become strings: ktrial's keys, and JSON's, are strings."""
     if type(k) is str:
         return k
+    if type(k) is int:
+        return str(k)
     if k is None or isinstance(k, (bool, int, float, list, dict)):
         return dump_edn(k)
     return str(k)
 
 
-def _coll(s: str, i: int, close: str, what: str) -> tuple[list[Any], int]:
-    """Read forms up to `close`; `i` is just past the opening delimiter."""
-    start = i - 1
-    out: list[Any] = []
-    n = len(s)
-    while True:
-        i = _skip(s, i)
-        if i >= n:
-            raise _Incomplete(what, start)
-        c = s[i]
-        if c == close:
-            return out, i + 1
-        if c in _CLOSERS:
-            raise EdnError(f"unexpected {c!r} inside a {what}", i)
-        v, i = _read(s, i)
-        if v is not _NOTHING:
-            out.append(v)
-
-
-def _map(items: list[Any], start: int, ns: str | None = None) -> dict[str, Any]:
+def _map(items: list[Any], start: int) -> dict[str, Any]:
     if len(items) % 2:
         raise EdnError("a map needs an even number of forms (key value ...)", start)
-    d: dict[str, Any] = {}
-    it = iter(items)
-    for k in it:
-        key = map_key(k)
-        if ns is not None and type(k) is str and "/" not in key:
-            key = f"{ns}/{key}"
-        if key in d:
-            raise EdnError(f"map has the key {key!r} twice", start)
-        d[key] = next(it)
+    keys = items[0::2]
+    if not all(type(k) is str for k in keys):
+        keys = [map_key(k) for k in keys]
+    d = dict(zip(keys, items[1::2], strict=True))
+    if len(d) != len(keys):
+        seen: set[str] = set()
+        for k in keys:
+            if k in seen:
+                raise EdnError(f"map has the key {k!r} twice", start)
+            seen.add(k)
     return d
 
 
-def _dispatch(s: str, i: int) -> tuple[Any, int]:
-    """`#...`: sets, discards, ##Inf, regexes, namespaced maps and tagged literals."""
-    n = len(s)
-    if i + 1 >= n:
-        raise _Incomplete("# form", i)
-    c = s[i + 1]
-    if c == "{":
-        return _coll(s, i + 2, "}", "set")
-    if c == "_":  # discard the next form; in `#_ #_ a b` that is b (a went first)
-        v, j = _NOTHING, i + 2
-        while v is _NOTHING:
-            j = _skip(s, j)
-            if j >= n:
-                raise _Incomplete("#_ discard", i)
-            v, j = _read(s, j)
-        return _NOTHING, j
+def _hash(t: str, s: str, pos: int) -> tuple[str | None, Any]:
+    """A `#` token: (frame opener to push, None) or (None, value)."""
+    if t == "#{" or t == "#_":
+        return t, None
+    c = t[1:2]
     if c == '"':  # a regex: its backslashes are the pattern's, not escapes
-        m = _STRING.match(s, i + 1)
-        if m is None:
-            raise _Incomplete("regex", i)
-        return m.group(1), m.end()
+        return None, t[2:-1]
     if c == "#":
-        m = _ATOM.match(s, i + 2)
-        if m is None or m.group() not in _SPECIAL_FLOATS:
-            raise EdnError("## must be followed by Inf, -Inf or NaN", i)
-        return _SPECIAL_FLOATS[m.group()], m.end()
-    if c == ":":  # #:ns{:a 1} -- a namespaced map
-        m = _ATOM.match(s, i + 2)
-        if m is None:
-            raise EdnError("#: must be followed by a namespace and a map", i)
-        j = _skip(s, m.end())
-        if j >= n:
-            raise _Incomplete("namespaced map", i)
-        if s[j] != "{":
-            raise EdnError("#:ns must be followed by a map", j)
-        items, j = _coll(s, j + 1, "}", "map")
-        return _map(items, i, m.group()), j
-    m = _ATOM.match(s, i + 1)
-    if m is None or not (c.isalpha() or c in "._-"):
-        raise EdnError(f"unknown dispatch #{c!r}", i)
-    # A tagged literal: #inst "...", #jepsen.history.Op{...}, #object[...]. The tag
-    # names a Clojure class or reader we do not have; its value is what matters.
-    j = _skip(s, m.end())
-    if j >= n:
-        raise _Incomplete(f"#{m.group()} literal", i)
-    return _read(s, j)
+        if t in _SPECIAL_FLOATS:
+            return None, _SPECIAL_FLOATS[t]
+        raise EdnError("## must be followed by Inf, -Inf or NaN", pos)
+    if c == ":" and len(t) > 2:
+        return "#:", t[2:]
+    if c.isalpha():
+        # A tagged literal: #inst "...", #jepsen.history.Op{...}, #object[...]. The
+        # tag names a Clojure class or reader we do not have; its value is what matters.
+        return "#tag", None
+    raise EdnError(f"unknown dispatch {t + s[pos + len(t) : pos + len(t) + 1]!r}", pos)
 
 
-def _read(s: str, i: int) -> tuple[Any, int]:
-    """Read one form starting at `i` (no leading whitespace); return it and the end."""
-    c = s[i]
-    if c == "{":
-        items, j = _coll(s, i + 1, "}", "map")
-        return _map(items, i), j
-    if c == "[":
-        return _coll(s, i + 1, "]", "vector")
-    if c == ":":
-        m = _ATOM.match(s, i + 1)
-        if m is None:
-            raise EdnError("a keyword needs a name after ':'", i)
-        name = m.group()
-        return name[1:] if name[0] == ":" else name, m.end()
-    if c == '"':
-        return _string(s, i)
-    if c == "(":
-        return _coll(s, i + 1, ")", "list")
-    if c == "#":
-        return _dispatch(s, i)
-    if c == "\\":
-        m = _CHAR.match(s, i)
-        if m is None:
-            raise _Incomplete("character", i)
-        ch = m.group(1)
-        if len(ch) == 1:
-            return ch, m.end()
-        if ch in _CHAR_NAMES:
-            return _CHAR_NAMES[ch], m.end()
-        return chr(int(ch[1:], 16 if ch[0] == "u" else 8)), m.end()
-    if c == "^":  # metadata: ^{:tag x} form -- dropped
-        j = _skip(s, i + 1)
-        if j >= len(s):
-            raise _Incomplete("metadata", i)
-        _meta, j = _read(s, j)
-        j = _skip(s, j)
-        if j >= len(s):
-            raise _Incomplete("form after metadata", i)
-        return _read(s, j)
-    if c in _CLOSERS:
-        raise EdnError(f"unexpected {c!r} (no {_CLOSERS[c]} is open)", i)
-    m = _ATOM.match(s, i)
-    if m is None:  # only a lone backslash-free delimiter can get here
-        raise EdnError(f"unexpected character {c!r}", i)
-    return _atom(m.group(), i), m.end()
+class _Scan:
+    """What one pass over a text found: complete top-level forms and where it stopped."""
+
+    __slots__ = ("forms", "in_vec", "rest", "vec_pos", "what")
+
+    def __init__(self) -> None:
+        self.forms: list[tuple[int, Any]] = []  # (offset, value)
+        self.rest: int | None = None  # offset of a form the text ends inside
+        self.what = ""  # what kind of form that is
+        self.in_vec = False  # inside an unwrapped top-level vector at the end
+        self.vec_pos: int | None = None  # offset where such a vector was opened
+
+
+def _scan(s: str, unwrap: bool, in_vec: bool) -> _Scan:
+    """Read every top-level form of `s`; with `unwrap`, top-level vectors are opened."""
+    res = _Scan()
+    out = res.forms
+    stack: list[list[Any]] = []
+    start = -1  # offset of the top-level form being read
+    for m in _TOKEN.finditer(s):
+        kind = m.lastindex
+        t = m.group(kind)
+        if not stack:
+            start = m.start()
+        if kind == _PAIRS:
+            v = [[int(o), int(x)] for o, x in _PAIR.findall(t)]
+        elif kind == _INTS:
+            v = [int(x) for x in _INTEGER.findall(t)]
+            if not stack and unwrap and not in_vec:  # `[]`: a history with no ops
+                out.extend((start, x) for x in v)
+                continue
+        elif kind == _NUM:
+            try:
+                v: Any = int(t)
+            except ValueError:
+                v = _number(t, m.start())
+        elif kind == _KW:
+            v = t[2:] if t[1] == ":" else t[1:]
+        elif kind == _OPEN:
+            if not stack and unwrap and t == "[" and not in_vec:
+                in_vec, res.vec_pos = True, m.start()
+                continue
+            if len(stack) >= _MAX_DEPTH:
+                raise EdnError(f"forms nested more than {_MAX_DEPTH} deep", m.start())
+            stack.append([t, [], m.start()])
+            continue
+        elif kind == _CLOSE:
+            if not stack:
+                if in_vec and t == "]":
+                    in_vec = False
+                    continue
+                raise EdnError(f"unexpected {t!r}: nothing is open", m.start())
+            frame = stack.pop()
+            opener, items = frame[0], frame[1]
+            if _CLOSE_OF.get(opener) != t:
+                raise EdnError(f"unexpected {t!r} inside a {_WHAT[opener]}", m.start())
+            v = _map(items, frame[2]) if opener == "{" else items
+        elif kind == _STRING:
+            v = t[1:-1]
+            if "\\" in v:
+                v = _string(v, m.start())
+        elif kind == _SYM:
+            if t == "nil":
+                v = None
+            elif t == "true":
+                v = True
+            elif t == "false":
+                v = False
+            elif t[0] == ":":
+                raise EdnError("a keyword needs a name after ':'", m.start())
+            else:
+                v = t
+        elif kind == _WS:
+            continue
+        elif kind == _HASH:
+            pos = m.start()
+            if t == "#" and s.startswith('"', pos + 1):  # a regex that does not end here
+                res.rest, res.what = start, (_WHAT[stack[0][0]] if stack else "regex")
+                res.in_vec = in_vec
+                return res
+            opener, v = _hash(t, s, pos)
+            if opener is not None:
+                stack.append([opener, [], pos, v])
+                continue
+        elif kind == _CHAR:
+            c = t[1:]
+            if len(c) == 1:
+                v = c
+            elif c in _CHAR_NAMES:
+                v = _CHAR_NAMES[c]
+            else:
+                v = chr(int(c[1:], 16 if c[0] == "u" else 8))
+        elif kind == _META:
+            stack.append(["^", [], m.start()])
+            continue
+        elif t == '"':  # a string that does not end in this text
+            res.rest, res.what = start, (_WHAT[stack[0][0]] if stack else "string")
+            res.in_vec = in_vec
+            return res
+        else:
+            raise EdnError(f"unexpected character {t!r}", m.start())
+        # Hand the value to the innermost open frame, completing prefixes on the way.
+        while stack:
+            frame = stack[-1]
+            opener = frame[0]
+            if opener in _CLOSE_OF:
+                if v is not _NOTHING:
+                    frame[1].append(v)
+                break
+            if v is _NOTHING:  # `#_ #_ a b`: the inner discard ate a; b is the outer's
+                break
+            if opener == "^" and not frame[1]:
+                frame[1].append(v)  # the metadata: dropped once its form arrives
+                break
+            stack.pop()
+            if opener == "#_":
+                v = _NOTHING
+            elif opener == "#:":
+                if type(v) is not dict:
+                    raise EdnError("#:ns must be followed by a map", frame[2])
+                ns = frame[3]
+                v = {k if "/" in k else f"{ns}/{k}": x for k, x in v.items()}
+        else:
+            if v is not _NOTHING:
+                out.append((start, v))
+    if stack:
+        res.rest, res.what = stack[0][2], _WHAT[stack[0][0]]
+    res.in_vec = in_vec
+    return res
 
 
 def loads_edn(text: str) -> Any:
     """Read the single EDN form in `text` (JSON-shaped result, see the module doc)."""
-    i = _skip(text, 0)
-    if i >= len(text):
-        raise EdnError("no form: the text is empty", 0)
-    try:
-        v, i = _read_top(text, i)
-        while v is _NOTHING:
-            i = _skip(text, i)
-            if i >= len(text):
-                raise EdnError("no form: everything was discarded with #_", i)
-            v, i = _read_top(text, i)
-    except _Incomplete as e:
-        raise EdnError(f"unexpected end of text inside a {e.what}", e.start) from None
-    i = _skip(text, i)
-    if i < len(text):
-        raise EdnError("text after the form", i)
-    return v
-
-
-def _read_top(s: str, i: int) -> tuple[Any, int]:
-    try:
-        return _read(s, i)
-    except RecursionError:
-        raise EdnError("forms nested too deeply", i) from None
+    res = _scan(text, False, False)
+    if res.rest is not None:
+        raise EdnError(f"unexpected end of text inside a {res.what}", res.rest)
+    if not res.forms:
+        raise EdnError("no form: the text is empty (or all discarded with #_)", 0)
+    if len(res.forms) > 1:
+        raise EdnError("text after the form", res.forms[1][0])
+    return res.forms[0][1]
 
 
 # ------------------------------------------------------------------------------ streaming
@@ -374,56 +401,40 @@ def iter_edn_forms(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
 
 def _forms(src: _Lines, p: Path) -> Iterator[tuple[int, Any]]:
     buf = ""
-    i = 0
-    # Line number of buf[i], advanced lazily: `mark` is the offset it belongs to.
-    line, mark = 1, 0
-    vec_line = 0  # line of an open top-level vector, 0 when none is open
-    eof = False
-
-    def line_at(j: int) -> int:
-        nonlocal line, mark
-        line += buf.count("\n", mark, j)
-        mark = j
-        return line
-
+    base = 1  # line number of buf[0]
+    in_vec = False
+    vec_line = 0
+    what = ""
     while True:
-        i = _skip(buf, i)
-        if i >= len(buf):
-            if eof:
-                break
-            line_at(i)
-            buf, i, mark = src.read(), 0, 0
-            eof = not buf
-            continue
-        c = buf[i]
-        if c == "[" and not vec_line:
-            vec_line = line_at(i)
-            i += 1
-            continue
-        if c == "]" and vec_line:
-            vec_line = 0
-            i += 1
-            continue
+        more = src.read()
+        if not more:
+            break
+        buf += more
         try:
-            v, j = _read_top(buf, i)
-        except _Incomplete as e:
-            if eof:
-                raise HistoryError(
-                    p,
-                    line_at(e.start),
-                    f"the file ends inside a {e.what} that starts here (cut short?)",
-                ) from None
-            more = src.read()
-            eof = not more
-            line_at(i)
-            buf, i, mark = buf[i:] + more, 0, 0
-            continue
+            res = _scan(buf, True, in_vec)
         except EdnError as e:
-            raise HistoryError(p, line_at(e.pos), f"invalid EDN: {e.reason}") from None
-        if v is not _NOTHING:
-            yield line_at(i), v
-        i = j
-    if vec_line:
+            raise HistoryError(
+                p, base + buf.count("\n", 0, e.pos), f"invalid EDN: {e.reason}"
+            ) from None
+        if res.vec_pos is not None:
+            vec_line = base + buf.count("\n", 0, res.vec_pos)
+        line, mark = base, 0
+        for pos, v in res.forms:
+            line += buf.count("\n", mark, pos)
+            mark = pos
+            yield line, v
+        in_vec = res.in_vec
+        if res.rest is None:
+            base += buf.count("\n")
+            buf = ""
+        else:
+            # Keep the unfinished form; it is read again with the next lines.
+            base += buf.count("\n", 0, res.rest)
+            buf = buf[res.rest :]
+            what = res.what
+    if buf:
+        raise HistoryError(p, base, f"the file ends inside a {what} that starts here (cut short?)")
+    if in_vec:
         raise HistoryError(p, vec_line, "the vector of ops opened here is never closed")
 
 
