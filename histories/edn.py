@@ -232,8 +232,9 @@ def _scan(s: str, unwrap: bool, in_vec: bool) -> _Scan:
     out = res.forms
     stack: list[list[Any]] = []
     start = -1  # offset of the top-level form being read
+    v: Any
     for m in _TOKEN.finditer(s):
-        kind = m.lastindex
+        kind = m.lastindex or _BAD  # never None: every alternative is a group
         t = m.group(kind)
         if not stack:
             start = m.start()
@@ -246,7 +247,7 @@ def _scan(s: str, unwrap: bool, in_vec: bool) -> _Scan:
                 continue
         elif kind == _NUM:
             try:
-                v: Any = int(t)
+                v = int(t)
             except ValueError:
                 v = _number(t, m.start())
         elif kind == _KW:
