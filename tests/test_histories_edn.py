@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ktrial.checker import CheckOptions, check
+from ktrial.histories import edn
 from ktrial.histories.edn import (
     EdnError,
     dump_edn,
@@ -385,3 +386,25 @@ def test_dump_edn_writes_jepsen_shapes() -> None:
         '{"a b" [1.5 nil "x\\"y"], :k #{1 2}}',
         '{"a b" [1.5 nil "x\\"y"], :k #{2 1}}',
     )
+
+
+@pytest.mark.parametrize("layout", ["lines", "records", "vector", "pretty"])
+def test_streaming_across_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """Forms cut by the reader's chunk boundaries are read again whole, lines stay right."""
+    ops = generate(GenParams(seed=7, keys=3, processes=3, ops=40, nemesis_p=0.1)).to_ops()
+    ops[3].extra["note"] = "a string\nover three\nlines"
+    text = _layout([dump_edn_op(op) for op in ops], layout)
+    p = tmp_path / "history.edn"
+    p.write_text(text)
+    whole = list(iter_edn_history(p))
+    monkeypatch.setattr(edn, "_CHUNK", 16)  # a few lines per chunk
+    assert list(iter_edn_history(p)) == whole == ops
+
+    # An error near the end is located on the right line of the file.
+    bad = text.rstrip("]\n") + "\n{:type :ok, :f :poll, :process 0, :value [[:poll {0 nil}]]}\n"
+    p.write_text(bad + ("]\n" if layout == "vector" else ""))
+    with pytest.raises(HistoryError, match="poll records of key") as ei:
+        list(iter_edn_history(p))
+    assert ei.value.line == bad.count("\n")
