@@ -50,6 +50,19 @@ def workload_options(
     return opts
 
 
+def parse_overrides(items: tuple[str, ...], flag: str) -> dict[str, str]:
+    """KEY=VALUE pairs -> dict (librdkafka takes every setting as a string)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(
+                f"{item!r}: expected KEY=VALUE, e.g. linger.ms=5", param_hint=flag
+            )
+        out[key.strip()] = value.strip()
+    return out
+
+
 @click.command("run")
 @click.option("--workload", type=click.Choice(WORKLOADS), default="queue", show_default=True)
 @click.option(
@@ -104,6 +117,20 @@ def workload_options(
     default=None,
     help="Worker processes (queue) or copiers (copy).",
 )
+@click.option(
+    "--producer-config",
+    "producer_config",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a librdkafka producer setting (repeatable).",
+)
+@click.option(
+    "--consumer-config",
+    "consumer_config",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a librdkafka consumer setting (repeatable).",
+)
 @click.option("--drain-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True)
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option("--profile", type=click.Choice(["safe", "unsafe"]), default="safe", show_default=True)
@@ -124,6 +151,8 @@ def run(
     crash_clients: int,
     rate: float | None,
     concurrency: int | None,
+    producer_config: tuple[str, ...],
+    consumer_config: tuple[str, ...],
     drain_timeout: float,
     nodes: int,
     profile: str,
@@ -139,6 +168,8 @@ def run(
     opts = workload_options(
         workload, txn, idempotence, sub_via, abort_p, crash_clients, rate, concurrency
     )
+    opts["producer_config"] = parse_overrides(producer_config, "--producer-config")
+    opts["consumer_config"] = parse_overrides(consumer_config, "--consumer-config")
     try:
         wl = make_workload(workload, opts, seed)
     except (ValueError, TypeError) as e:

@@ -38,7 +38,7 @@ class QueueOptions:
     concurrency: int = 16
     n_keys: int = 32
     active_keys: int = 4
-    writes_per_key: int = 1000
+    writes_per_key: int = 256
     partitions_per_topic: int = 0  # 0: 4 with assign, 1 with subscribe
     max_txn_len: int = 4
     reassign_p: float = 0.02

@@ -1,0 +1,70 @@
+"""Workload construction from CLI options: validation, key layout, test.json fragments."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from ktrial.commands.run import parse_overrides, workload_options
+from ktrial.workloads import make_workload
+from ktrial.workloads.confluent import DriverConfig
+from ktrial.workloads.queue import QueueOptions, key_layout
+
+
+def test_unknown_options_are_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown options \\['bogus'\\]"):
+        make_workload("queue", {"bogus": 1}, 1)
+    with pytest.raises(ValueError, match="unknown workload"):
+        make_workload("nope", {}, 1)
+
+
+def test_key_layout_and_partitions_per_topic() -> None:
+    km = key_layout("t", 8, 4)
+    assert km.tp(5).topic == "t-1" and km.tp(5).partition == 1
+    assert km.key_of("t-1", 1) == 5
+    assert km.topics() == ["t-0", "t-1"]
+    assert km.to_json()["5"] == {"topic": "t-1", "partition": 1}
+    assert QueueOptions(sub_via="subscribe").ppt == 1  # a topic per key: subscribe names keys
+    assert QueueOptions().ppt == 4
+
+
+def test_cli_flags_map_to_workload_options() -> None:
+    q = workload_options("queue", True, False, "subscribe", 0.1, 50, 100.0, 8)
+    assert q == {
+        "txn": True,
+        "idempotence": False,
+        "sub_via": "subscribe",
+        "abort_p": 0.1,
+        "crash_clients": 50,
+        "rate": 100.0,
+        "concurrency": 8,
+    }
+    make_workload("queue", q, 1)
+    c = workload_options("copy", None, True, None, 0.05, 20, None, 4)
+    assert c == {"crash_clients": 20, "abort_p": 0.05, "copiers": 4}
+    make_workload("copy", c, 1)
+
+
+def test_overrides() -> None:
+    assert parse_overrides(("linger.ms=5", " acks = 1 "), "--p") == {"linger.ms": "5", "acks": "1"}
+    with pytest.raises(click.BadParameter):
+        parse_overrides(("linger.ms",), "--p")
+
+
+def test_client_configs_a_careful_tester_chooses() -> None:
+    cfg = DriverConfig(
+        bootstrap="b:1",
+        keys=key_layout("t", 1, 1),
+        group_id="g",
+        txn=True,
+        producer_overrides={"linger.ms": 7},
+        consumer_overrides={"fetch.wait.max.ms": 9},
+    )
+    p, c = cfg.producer_config(), cfg.consumer_config()
+    assert p["acks"] == "all" and p["enable.idempotence"] is True and p["linger.ms"] == 7
+    assert p["message.timeout.ms"] <= p["transaction.timeout.ms"]  # librdkafka requires it
+    assert c["isolation.level"] == "read_committed" and c["enable.auto.commit"] is False
+    assert c["fetch.wait.max.ms"] == 9 and c["group.id"] == "g"
+    plain = DriverConfig(
+        bootstrap="b:1", keys=key_layout("t", 1, 1), group_id="g", idempotence=False
+    ).producer_config()
+    assert plain["enable.idempotence"] is False and "transaction.timeout.ms" not in plain
