@@ -134,7 +134,7 @@ def _rebalanced_keys(log: Any) -> frozenset[str]:
 def _sends(mops: Any) -> tuple[Effect, ...]:
     if not isinstance(mops, list):
         return ()
-    return tuple((m.key, m.value, m.offset, i) for i, m in enumerate(mops) if type(m) is Send)
+    return tuple([(m.key, m.value, m.offset, i) for i, m in enumerate(mops) if type(m) is Send])
 
 
 def _merge_writes(completion: tuple[Effect, ...], invoke: tuple[Effect, ...]) -> tuple[Effect, ...]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import itemgetter
+from sys import intern as _intern
 from typing import Any, NamedTuple
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
@@ -84,6 +85,19 @@ class Op:
         if self.extra:
             d.update(self.extra)
         return d
+
+
+_INT_KEYS: dict[int, str] = {}
+
+
+def _int_key(k: int) -> str:
+    """str(k), shared: a history names a handful of keys millions of times."""
+    s = _INT_KEYS.get(k)
+    if s is None:
+        s = str(k)
+        if len(_INT_KEYS) < 65536:
+            _INT_KEYS[k] = s
+    return s
 
 
 def norm_key(k: Any) -> Key:
@@ -175,14 +189,15 @@ def parse_mop(m: Any) -> Mop:
         k, v = m[1], m[2]
         tk = type(k)
         if tk is str or tk is int:
+            k = _int_key(k) if tk is int else _intern(k)
             tv = type(v)
             if tv is int or tv is str:
-                return Send(k if tk is str else str(k), v, None)
+                return Send(k, v, None)
             if tv is list and len(v) == 2:
                 o, x = v
                 tx = type(x)
                 if (tx is int or tx is str) and type(o) is int and o >= 0:
-                    return Send(k if tk is str else str(k), x, o)
+                    return Send(k, x, o)
     if not isinstance(m, list) or not m:
         raise FormatError(f'micro-op {m!r} must be a non-empty list like ["send", k, v]')
     f = m[0]
@@ -220,7 +235,7 @@ def parse_mop(m: Any) -> Mop:
             lst = _fast_records(pairs)
             if lst is None:
                 lst = [_record(p, k) for p in pairs]
-            key = k if type(k) is str else norm_key(k)
+            key = _intern(k) if type(k) is str else norm_key(k)
             if key in out:  # the same key spelt twice (1 and "1"): plain list, no columns
                 out[key] = [*out[key], *lst]
             else:
