@@ -35,6 +35,7 @@ def run_queue(
 ) -> dict[str, Any]:
     wl = make_workload("queue", opts, 1)
     wl.setup(cluster)
+    out.unlink(missing_ok=True)  # the writer appends
     writer = HistoryWriter(out)
     rec = Recorder(writer)
     stop = threading.Event()
