@@ -247,9 +247,22 @@ def parse_mop(m: Any) -> Mop:
 def parse_mops(value: Any) -> list[Mop]:
     if value is None:
         return []
-    if not isinstance(value, list):
+    if type(value) is not list:
         raise FormatError(f"value {value!r} of a data op must be a list of micro-ops")
-    return [parse_mop(m) for m in value]
+    out: list[Mop] = []
+    append = out.append
+    for m in value:
+        # Inline fast path for the commonest micro-op, ["send", k, [offset, v]]: a
+        # history holds millions of them. Anything else goes through parse_mop.
+        if type(m) is list and len(m) == 3 and m[0] == "send":
+            k, v = m[1], m[2]
+            if type(k) is int and type(v) is list and len(v) == 2:
+                o, x = v
+                if type(o) is int and o >= 0 and type(x) is int:
+                    append(Send(_INT_KEYS.get(k) or _int_key(k), x, o))
+                    continue
+        append(parse_mop(m))
+    return out
 
 
 def encode_mop(m: Mop) -> list[Any]:
