@@ -157,9 +157,17 @@ def _pairs(
 
 
 def _by_process(p: Prepared) -> dict[Any, list[OpRec]]:
+    """Each process's ops in completion order (never-completed ops at their invocation)."""
     out: dict[Any, list[OpRec]] = {}
-    for r in sorted(p.ops, key=lambda r: r.inv_pos if r.comp_pos is None else r.comp_pos):
-        out.setdefault(r.process, []).append(r)
+    ops = p.ops
+    if any(r.comp_pos is None for r in ops):
+        ops = sorted(ops, key=lambda r: r.inv_pos if r.comp_pos is None else r.comp_pos)
+    for r in ops:
+        lst = out.get(r.process)
+        if lst is None:
+            out[r.process] = [r]
+        else:
+            lst.append(r)
     return out
 
 

@@ -162,6 +162,11 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                             ex["ops"] = [wr.index, mr.index]
                     out.append(ex)
         # --- by real time, for values whose offset nobody knows
+        unplaced = writers.keys() - reads
+        if kl is not None:
+            unplaced -= kl.first.keys()
+        if not unplaced:
+            continue
         latest: tuple[int, Any, int] | None = None  # (invoke pos of writer, value, writer id)
         for v in reads:
             w = writers.get(v)
@@ -171,12 +176,11 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                     latest = (ip, v, w)
         if latest is None:
             continue
-        for v, w in writers.items():
+        for v in _sort_values(unplaced):
+            w = writers[v]
             wr = p.ops[w]
             if (
                 wr.type != "ok"
-                or v in reads
-                or (kl is not None and v in kl.first)
                 or wr.comp_pos is None
                 or wr.comp_pos >= latest[0]
             ):
