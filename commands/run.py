@@ -1,202 +1,277 @@
-"""`ktrial run`: a local cluster, one workload, the drain, the checker's verdict.
-
-This first version runs without a nemesis: it starts a LocalCluster, then hands
-over to :func:`ktrial.workloads.runner.execute` (setup -> main phase -> drain ->
-check) and prints the verdict. Exit codes: 0 valid, 1 invalid, 2 unknown.
-"""
+"""`ktrial run`: one command from nothing to a verdict (see run.py for the sequence)."""
 
 from __future__ import annotations
 
-import os
+import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ..histories.store import create_run
-from ..workloads import WORKLOADS, make_workload
-
-EXIT_BY_VALID: dict[Any, int] = {True: 0, False: 1, "unknown": 2}
+from ..nemesis import nemesis_options, options_from_kwargs
+from ..run import Run, RunSpec, default_store
 
 
-def workload_options(
-    workload: str,
-    txn: bool | None,
-    idempotence: bool,
-    sub_via: str | None,
-    abort_p: float,
-    crash_clients: int,
-    rate: float | None,
-    concurrency: int | None,
-) -> dict[str, Any]:
-    """CLI flags -> the workload's option dict (only what the workload understands)."""
-    if workload == "queue":
-        opts: dict[str, Any] = {
-            "txn": bool(txn),
-            "idempotence": idempotence,
-            "sub_via": sub_via or "assign",
-            "abort_p": abort_p,
-            "crash_clients": crash_clients,
-        }
-        if rate is not None:
-            opts["rate"] = rate
-        if concurrency is not None:
-            opts["concurrency"] = concurrency
-        return opts
-    opts = {"crash_clients": crash_clients, "abort_p": abort_p}
-    if rate is not None:
-        opts["rate"] = rate
-    if concurrency is not None:
-        opts["copiers"] = concurrency
-    return opts
+def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--config run.toml: its keys become defaults, so command-line flags still win.
 
-
-def parse_overrides(items: tuple[str, ...], flag: str) -> dict[str, str]:
-    """KEY=VALUE pairs -> dict (librdkafka takes every setting as a string)."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+    Keys are the long option names with dashes or underscores (`time-limit = 60`,
+    `nemesis = "kill,partition"`); tables are not needed.
+    """
+    if not value:
+        return value
+    try:
+        data = tomllib.loads(Path(value).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise click.BadParameter(f"{value}: {e}", param_hint="--config") from None
+    names = {p.name for p in ctx.command.params if p.name}
+    defaults: dict[str, Any] = {}
+    for k, v in data.items():
+        name = k.replace("-", "_")
+        if name == "nemesis":
+            name = "nemesis_faults"
+            v = ",".join(v) if isinstance(v, list) else v
+        if name not in names:
             raise click.BadParameter(
-                f"{item!r}: expected KEY=VALUE, e.g. linger.ms=5", param_hint=flag
+                f"{value}: unknown key {k!r}; keys are option names such as "
+                "time-limit, nodes, profile, workload, txn, nemesis",
+                param_hint="--config",
             )
-        out[key.strip()] = value.strip()
+        if name in ("broker_config", "producer_config", "consumer_config") and isinstance(v, dict):
+            v = [f"{a}={b}" for a, b in v.items()]
+        defaults[name] = v
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+def _pairs(values: tuple[str, ...], hint: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=hint)
+        out[k.strip()] = v.strip()
     return out
 
 
+def _parse_value(v: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return v
+
+
 @click.command("run")
-@click.option("--workload", type=click.Choice(WORKLOADS), default="queue", show_default=True)
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False),
+    callback=_load_config,
+    is_eager=True,
+    expose_value=False,
+    help="TOML file of option defaults (keys = option names); flags win.",
+)
+@click.option("--name", default=None, help="Test name (store sub-directory). [default: workload]")
+@click.option(
+    "--store",
+    default=default_store,
+    show_default="./store or $KTRIAL_STORE",
+    type=click.Path(file_okay=False),
+    help="Where run directories go.",
+)
+@click.option("--seed", type=int, default=None, help="Seed for ops and faults (random if unset).")
 @click.option(
     "--time-limit",
-    type=click.FloatRange(min=1),
-    default=30.0,
+    type=float,
+    default=60.0,
     show_default=True,
-    help="Seconds of the main phase.",
+    help="Seconds of the main phase (workload + nemesis).",
 )
 @click.option(
-    "--seed",
-    type=int,
+    "--cluster",
+    "cluster_kind",
+    type=click.Choice(["local"]),
+    default="local",
+    show_default=True,
+    help="Where brokers run.",
+)
+@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option(
+    "--profile",
+    type=click.Choice(["safe", "unsafe"]),
+    default="safe",
+    show_default=True,
+    help="Broker configuration profile.",
+)
+@click.option("--kafka-version", default=None, help="Apache Kafka version (Maven Central).")
+@click.option(
+    "--broker-config",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Broker property override (repeatable).",
+)
+@click.option("--heap-mb", type=int, default=512, show_default=True, help="Broker JVM heap.")
+@click.option("--no-netns", is_flag=True, help="Brokers on loopback (no partitions/loss faults).")
+@click.option(
+    "--workload", type=click.Choice(["queue", "copy"]), default="queue", show_default=True
+)
+@click.option("--txn/--no-txn", default=None, help="Transactions (queue). [default: on]")
+@click.option(
+    "--idempotence/--no-idempotence", default=None, help="Idempotent producers. [default: on]"
+)
+@click.option(
+    "--acks",
+    type=click.Choice(["all", "1", "0"]),
     default=None,
-    help="Makes the op sequence reproducible (random when omitted; always written to test.json).",
+    help="Producer acks. [default: all]",
 )
-@click.option(
-    "--txn/--no-txn",
-    default=False,
-    show_default=True,
-    help="queue: transactions of 1-4 micro-ops (copy is always transactional).",
-)
-@click.option("--idempotence/--no-idempotence", default=True, show_default=True)
 @click.option(
     "--sub-via",
     type=click.Choice(["assign", "subscribe"]),
     default=None,
-    help="queue: how consumers get partitions [default: assign].",
+    help="How consumers get partitions (queue). [default: assign]",
 )
 @click.option(
     "--abort-p",
     type=click.FloatRange(0, 1),
-    default=0.0,
-    show_default=True,
-    help="Probability that a transaction is deliberately aborted.",
-)
-@click.option(
-    "--crash-clients",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Crash a client every N ops (queue) or copier steps (copy); 0: never.",
-)
-@click.option(
-    "--rate",
-    type=click.FloatRange(min=0),
     default=None,
-    help="Ops/s over all workers (queue; 0 unlimited) or input sends/s (copy).",
+    help="Probability of deliberately aborting a transaction.",
 )
 @click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Worker processes (queue) or copiers (copy).",
+    "--crash-clients", type=int, default=None, help="Crash a client every N ops (0: never)."
 )
+@click.option("--rate", type=float, default=None, help="Target ops/s (0: unlimited).")
+@click.option("--concurrency", type=int, default=None, help="Client processes at once.")
 @click.option(
     "--producer-config",
-    "producer_config",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Override a librdkafka producer setting (repeatable).",
+    help="librdkafka producer property override (repeatable).",
 )
 @click.option(
     "--consumer-config",
-    "consumer_config",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Override a librdkafka consumer setting (repeatable).",
+    help="librdkafka consumer property override (repeatable).",
 )
-@click.option("--drain-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True)
-@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
-@click.option("--profile", type=click.Choice(["safe", "unsafe"]), default="safe", show_default=True)
-@click.option("--store", type=click.Path(file_okay=False), default="./store", show_default=True)
 @click.option(
-    "--name",
-    default=None,
-    help="Test name (directory under the store) [default: the workload name].",
+    "--workload-opt",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any other workload option, e.g. n_keys=16 (see docs).",
 )
-def run(
-    workload: str,
-    time_limit: float,
-    seed: int | None,
-    txn: bool,
-    idempotence: bool,
-    sub_via: str | None,
-    abort_p: float,
-    crash_clients: int,
-    rate: float | None,
-    concurrency: int | None,
-    producer_config: tuple[str, ...],
-    consumer_config: tuple[str, ...],
-    drain_timeout: float,
-    nodes: int,
-    profile: str,
-    store: str,
-    name: str | None,
-) -> int:
-    """Run a workload against a fresh local cluster and check the history."""
-    from ..clusters.local import LocalCluster
-    from ..workloads.runner import execute
+@nemesis_options
+@click.option(
+    "--heal-wait",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds to wait after the final heal before the drain.",
+)
+@click.option(
+    "--drain-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Longest the drain may take.",
+)
+@click.option("--no-live", is_flag=True, help="No live progress view.")
+def run(**kw: Any) -> None:
+    """Run a workload against a fresh cluster under a nemesis, then check it.
 
-    if seed is None:
-        seed = int.from_bytes(os.urandom(4), "big")
-    opts = workload_options(
-        workload, txn, idempotence, sub_via, abort_p, crash_clients, rate, concurrency
+    \b
+    Sequence: start cluster -> workload + nemesis -> heal -> drain -> check
+    -> report -> teardown (also on error and Ctrl-C). Exit code: 0 valid,
+    1 invalid, 2 unknown, 254 usage error, 255 ktrial itself failed.
+
+    \b
+    Examples:
+      ktrial run --time-limit 60 --nemesis partition,kill,pause,memory,toxic
+      ktrial run --workload copy --nemesis kill --seed 7
+      ktrial run --profile unsafe --no-idempotence --acks 1 --nemesis kill,partition
+      ktrial run --config soak.toml --time-limit 3600
+    """
+    nem = options_from_kwargs(kw)
+    workload = kw["workload"]
+    wopts: dict[str, Any] = {
+        k: _parse_value(v) for k, v in _pairs(kw["workload_opt"], "--workload-opt").items()
+    }
+    if workload == "queue":
+        wopts.setdefault("txn", True if kw["txn"] is None else kw["txn"])
+        queue_only = ("idempotence", "sub_via")
+    else:
+        for opt in ("txn", "idempotence", "sub_via"):
+            if kw[opt] is not None:
+                raise click.UsageError(
+                    f"--{opt.replace('_', '-')} applies to the queue workload; copy is always "
+                    "transactional, idempotent and uses its consumer group"
+                )
+        queue_only = ()
+        if kw["concurrency"] is not None:
+            wopts["copiers"] = kw.pop("concurrency")
+        kw["concurrency"] = None
+    for opt in (*queue_only, "abort_p", "crash_clients", "rate", "concurrency"):
+        if kw.get(opt) is not None:
+            wopts[opt] = kw[opt]
+    producer = _pairs(kw["producer_config"], "--producer-config")
+    if kw["acks"] is not None:
+        producer["acks"] = kw["acks"]
+    if producer:
+        wopts["producer_config"] = {**wopts.get("producer_config", {}), **producer}
+    consumer = _pairs(kw["consumer_config"], "--consumer-config")
+    if consumer:
+        wopts["consumer_config"] = {**wopts.get("consumer_config", {}), **consumer}
+    spec = RunSpec(
+        name=kw["name"] or workload,
+        store=kw["store"],
+        seed=kw["seed"],
+        time_limit=kw["time_limit"],
+        cluster=kw["cluster_kind"],
+        nodes=kw["nodes"],
+        profile=kw["profile"],
+        kafka_version=kw["kafka_version"],
+        broker_config=_pairs(kw["broker_config"], "--broker-config"),
+        heap_mb=kw["heap_mb"],
+        netns=False if kw["no_netns"] else None,
+        workload=workload,
+        workload_opts=wopts,
+        nemesis=nem,
+        heal_wait=kw["heal_wait"],
+        drain_timeout=kw["drain_timeout"],
+        live=not kw["no_live"],
     )
-    opts["producer_config"] = parse_overrides(producer_config, "--producer-config")
-    opts["consumer_config"] = parse_overrides(consumer_config, "--consumer-config")
     try:
-        wl = make_workload(workload, opts, seed)
+        from ..workloads import make_workload
+
+        make_workload(workload, dict(wopts), 0)  # validate options before starting brokers
     except (ValueError, TypeError) as e:
-        raise click.UsageError(str(e)) from e
-    run_dir = create_run(store, name or workload)
-    click.echo(f"run directory: {run_dir.path}", err=True)
-    with LocalCluster(nodes=nodes, profile=profile) as cluster:
-        click.echo(f"cluster up: {cluster.bootstrap_servers}", err=True)
-        out = execute(
-            cluster,
-            wl,
-            run_dir,
-            seed,
-            time_limit,
-            drain_timeout,
-            extra_meta={"test_name": name or workload},
-        )
-    res = out.results
-    ops = sum(n for k, n in out.counts.items() if not k.endswith(":invoke"))
-    click.echo(
-        f"{ops} ops in {out.seconds:.1f}s; drain caught up: "
-        f"{out.drain.get('caught_up')}{' (interrupted)' if out.interrupted else ''}"
+        raise click.UsageError(str(e)) from None
+
+    outcome = Run(spec, say=lambda m: click.echo(f"[ktrial] {m}", err=True)).execute()
+    _summary(outcome)
+    sys.exit(outcome.exit_code)
+
+
+def _summary(outcome: Any) -> None:
+    res = outcome.results
+    verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}.get(
+        res.get("valid") if res else "unknown", "UNKNOWN"
     )
-    for t, a in sorted(res.get("anomalies", {}).items()):
-        bad = " (bad)" if t in res.get("bad_error_types", []) else ""
-        click.echo(f"  {t}: {a.get('count')}{bad}")
-    if out.interrupted:
-        click.echo("  (interrupted before the drain: `unseen` values are not evidence of loss)")
-    click.echo(f"valid: {res.get('valid')}  ->  {run_dir.results}")
-    return EXIT_BY_VALID.get(res.get("valid"), 2)
+    colour = {"VALID": "green", "INVALID": "red"}.get(verdict, "yellow")
+    if res:
+        for t in res.get("bad_error_types", []):
+            a = res["anomalies"].get(t, {})
+            click.echo(f"  {t}: {a.get('count')}")
+            ex = (a.get("examples") or [{}])[0]
+            if ex.get("explanation"):
+                click.echo(f"    e.g. {ex['explanation']}")
+    if outcome.error:
+        click.secho(f"harness error: {outcome.error}", fg="red", err=True)
+    click.secho(f"verdict: {verdict}", fg=colour, bold=True)
+    if outcome.report:
+        click.echo(f"report: {outcome.report}")
+    click.echo(f"run directory: {outcome.run_dir.path}")

@@ -159,7 +159,10 @@ class Nemesis:
         targets = self.params.get(name, {}).get("targets") or self.choice(specs)
         if targets in ("controller", "leaders"):
             try:  # resolve now: if the cluster cannot say, hit a random node instead
-                targets = self.ctx.resolve(targets)
+                resolved = self.ctx.resolve(targets)
+                # The workload's partitions are usually led by every node: a random
+                # activation hits the leader of one of them, not the whole cluster.
+                targets = [self.choice(resolved)] if targets == "leaders" else resolved
             except TargetError as e:
                 log.warning("nemesis: %s; %s hits a random node instead", e, name)
                 targets = "one"

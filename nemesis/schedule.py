@@ -62,8 +62,8 @@ def _try_stop(nemesis: Nemesis, fault: FaultBase) -> None:
 
 @dataclass
 class IntervalSchedule:
-    """Start a random fault from the list, hold it `interval` s, heal, stay quiet
-    `quiet` s (default: `interval`), repeat."""
+    """Stay quiet `quiet` s (default: `interval`) so clients get going, then start a
+    random fault from the list, hold it `interval` s, heal; repeat."""
 
     faults: Sequence[str]
     interval: float = 10.0
@@ -71,12 +71,13 @@ class IntervalSchedule:
 
     def run(self, nemesis: Nemesis, stop: threading.Event) -> None:
         try:
-            while self.faults and not stop.is_set():
+            while self.faults and not stop.wait(
+                self.interval if self.quiet is None else self.quiet
+            ):
                 fault = _try_start(nemesis, nemesis.choice(self.faults))
                 stop.wait(self.interval)
                 if fault is not None:
                     _try_stop(nemesis, fault)
-                stop.wait(self.interval if self.quiet is None else self.quiet)
         finally:
             nemesis.heal_all()
 

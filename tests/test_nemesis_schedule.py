@@ -316,7 +316,7 @@ def test_rolling_restart_restarts_each_node_and_stops_early_when_told(
     assert fs == ["start-rolling-restart"] + ["restart", "restarted"] * 3 + ["stop-rolling-restart"]
 
     # a long settle is cut short by the end of the schedule: the rest are skipped
-    sched = IntervalSchedule(["restart"], interval=30)
+    sched = IntervalSchedule(["restart"], interval=30, quiet=0.1)
     nem.params["restart"] = {"settle": 30, "wait": 0.1}
     thread = ScheduleThread(sched, nem).start()
     time.sleep(0.5)

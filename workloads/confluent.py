@@ -9,6 +9,7 @@ drivers in worker threads run concurrently.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,10 @@ from confluent_kafka import KafkaError, KafkaException
 
 from . import errors
 from .driver import Completion, KeyMap
+
+# librdkafka's own log lines (connection resets during faults, ...) go to ktrial's log
+# file, not the terminal: faults make thousands of them.
+CLIENT_LOG = logging.getLogger("ktrial.librdkafka")
 
 # Settings a careful tester chooses: durable acks, idempotence, read_committed,
 # no auto-commit, and short timeouts so that faults surface as `info` ops within
@@ -129,6 +134,7 @@ class ConfluentDriver:
             # not blocked until transaction.timeout.ms.
             pconf["transactional.id"] = f"{cfg.txn_id_prefix}-w{slot}"
         pconf["client.id"] = f"ktrial-p{process}"
+        pconf["logger"] = CLIENT_LOG
         self.producer: ck.Producer | None = ck.Producer(pconf) if produce else None
         self.consumer: ck.Consumer | None = None
         self.assigned: list[int] = []
@@ -147,6 +153,7 @@ class ConfluentDriver:
             if consume:
                 cconf = cfg.consumer_config()
                 cconf["client.id"] = f"ktrial-p{process}"
+                cconf["logger"] = CLIENT_LOG
                 self.consumer = ck.Consumer(cconf)
         except BaseException:
             self.close(abrupt=True)

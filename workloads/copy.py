@@ -24,6 +24,7 @@ test.json carries ``copy: {input_keys, output_keys, route, value_modulus}``.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -248,7 +249,13 @@ class CopyWorkload:
     def copied_up_to(self, targets: dict[int, int]) -> dict[int, int]:
         """Input keys whose group-committed offset is still below `targets`: key -> committed."""
         assert self.cfg is not None
-        c = ck.Consumer({**self.cfg.consumer_config(), "client.id": "ktrial-copy-progress"})
+        c = ck.Consumer(
+            {
+                **self.cfg.consumer_config(),
+                "client.id": "ktrial-copy-progress",
+                "logger": logging.getLogger("ktrial.librdkafka"),
+            }
+        )
         try:
             tps = [
                 ck.TopicPartition(self.keys.tp(k).topic, self.keys.tp(k).partition)
