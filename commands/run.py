@@ -45,7 +45,8 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
-def _pairs(values: tuple[str, ...], hint: str) -> dict[str, str]:
+def parse_overrides(values: tuple[str, ...], hint: str) -> dict[str, str]:
+    """KEY=VALUE pairs -> dict (librdkafka and broker settings are strings)."""
     out: dict[str, str] = {}
     for item in values:
         k, sep, v = item.partition("=")
@@ -64,6 +65,40 @@ def _parse_value(v: str) -> Any:
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
     return v
+
+
+def workload_options(
+    workload: str,
+    txn: bool | None,
+    idempotence: bool | None,
+    sub_via: str | None,
+    abort_p: float | None,
+    crash_clients: int | None,
+    rate: float | None,
+    concurrency: int | None,
+) -> dict[str, Any]:
+    """CLI flags -> the workload's option dict: only what was given and what it understands."""
+    opts: dict[str, Any] = {}
+    if workload == "queue":
+        opts["txn"] = True if txn is None else txn
+        if idempotence is not None:
+            opts["idempotence"] = idempotence
+        if sub_via is not None:
+            opts["sub_via"] = sub_via
+        if concurrency is not None:
+            opts["concurrency"] = concurrency
+    else:
+        if txn is not None or idempotence is False or sub_via is not None:
+            raise click.UsageError(
+                "--txn, --no-idempotence and --sub-via apply to the queue workload; copy is "
+                "always transactional and idempotent and reads through its consumer group"
+            )
+        if concurrency is not None:
+            opts["copiers"] = concurrency
+    for name, value in (("abort_p", abort_p), ("crash_clients", crash_clients), ("rate", rate)):
+        if value is not None:
+            opts[name] = value
+    return opts
 
 
 @click.command("run")
@@ -198,31 +233,26 @@ def run(**kw: Any) -> None:
     nem = options_from_kwargs(kw)
     workload = kw["workload"]
     wopts: dict[str, Any] = {
-        k: _parse_value(v) for k, v in _pairs(kw["workload_opt"], "--workload-opt").items()
+        k: _parse_value(v) for k, v in parse_overrides(kw["workload_opt"], "--workload-opt").items()
     }
-    if workload == "queue":
-        wopts.setdefault("txn", True if kw["txn"] is None else kw["txn"])
-        queue_only = ("idempotence", "sub_via")
-    else:
-        for opt in ("txn", "idempotence", "sub_via"):
-            if kw[opt] is not None:
-                raise click.UsageError(
-                    f"--{opt.replace('_', '-')} applies to the queue workload; copy is always "
-                    "transactional, idempotent and uses its consumer group"
-                )
-        queue_only = ()
-        if kw["concurrency"] is not None:
-            wopts["copiers"] = kw.pop("concurrency")
-        kw["concurrency"] = None
-    for opt in (*queue_only, "abort_p", "crash_clients", "rate", "concurrency"):
-        if kw.get(opt) is not None:
-            wopts[opt] = kw[opt]
-    producer = _pairs(kw["producer_config"], "--producer-config")
+    wopts.update(
+        workload_options(
+            workload,
+            kw["txn"],
+            kw["idempotence"],
+            kw["sub_via"],
+            kw["abort_p"],
+            kw["crash_clients"],
+            kw["rate"],
+            kw["concurrency"],
+        )
+    )
+    producer = parse_overrides(kw["producer_config"], "--producer-config")
     if kw["acks"] is not None:
         producer["acks"] = kw["acks"]
     if producer:
         wopts["producer_config"] = {**wopts.get("producer_config", {}), **producer}
-    consumer = _pairs(kw["consumer_config"], "--consumer-config")
+    consumer = parse_overrides(kw["consumer_config"], "--consumer-config")
     if consumer:
         wopts["consumer_config"] = {**wopts.get("consumer_config", {}), **consumer}
     spec = RunSpec(
@@ -234,7 +264,7 @@ def run(**kw: Any) -> None:
         nodes=kw["nodes"],
         profile=kw["profile"],
         kafka_version=kw["kafka_version"],
-        broker_config=_pairs(kw["broker_config"], "--broker-config"),
+        broker_config=parse_overrides(kw["broker_config"], "--broker-config"),
         heap_mb=kw["heap_mb"],
         netns=False if kw["no_netns"] else None,
         workload=workload,
