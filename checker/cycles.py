@@ -32,7 +32,9 @@ from .graph import (
     candidate_components,
     next_committed_writer,
     ok_completion_positions,
+    potentials,
     realtime_edges,
+    windows,
     wr_edges,
     ww_edges,
 )
@@ -276,7 +278,11 @@ def find_cycles(
 
     # 1. the bad search: wr + realtime
     back_wr = list(wr_edges(p, logs, writers, forward=False))
-    for members in candidate_components(p, back_wr, cpos):
+    phi = potentials(p, logs.committed)
+    bad_components = [
+        c for group in windows(back_wr, phi) for c in candidate_components(p, group, cpos)
+    ]
+    for members in bad_components:
         stats["components"] += 1
         stats["largest_component"] = max(stats["largest_component"], len(members))
         found, to = _search_component(p, logs, writers, members, False, BAD_SEARCH, timeout_s)
@@ -307,7 +313,10 @@ def find_cycles(
     back.extend(back_wr)
 
     total_deadline = time.monotonic() + min(timeout_s, INFO_BUDGET_S)
-    for members in candidate_components(p, back, cpos):
+    info_components = [
+        c for group in windows(back, phi) for c in candidate_components(p, group, cpos)
+    ]
+    for members in info_components:
         stats["components"] += 1
         stats["largest_component"] = max(stats["largest_component"], len(members))
         chunks = [members]

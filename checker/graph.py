@@ -194,6 +194,51 @@ def strongly_connected(n: int, adj: list[list[int]]) -> list[list[int]]:
     return out
 
 
+def potentials(p: Prepared, committed: list[bool]) -> list[int]:
+    """A number per op that every realtime edge strictly increases.
+
+    An ok op's is twice its completion position; an info op (no realtime
+    successors) sits just after its invocation. A cycle must therefore contain a
+    data edge that goes down in potential, and it lies entirely within the span
+    covered by such edges (see windows()).
+    """
+    return [
+        2 * r.comp_pos if r.type == "ok" and r.comp_pos is not None else 2 * r.inv_pos + 1
+        for r in p.ops
+    ]
+
+
+def windows(edges: list[tuple[int, int]], phi: list[int]) -> list[list[tuple[int, int]]]:
+    """Split edges into groups that may hold cycles; drop the edges that cannot.
+
+    Along a cycle the potential returns to where it started, so every value between
+    the cycle's lowest and highest potential is crossed downwards by one of its
+    edges: the cycle lies inside one merged interval of the spans [phi(v), phi(u)]
+    of the edges u -> v that go down. Edges outside every such interval, and all
+    edges when none goes down, are on no cycle.
+    """
+    spans = sorted((phi[v], phi[u]) for u, v in edges if phi[v] < phi[u])
+    if not spans:
+        return []
+    merged: list[list[int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            if hi > merged[-1][1]:
+                merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    starts = [m[0] for m in merged]
+    groups: list[list[tuple[int, int]]] = [[] for _ in merged]
+    for u, v in edges:
+        a, b = phi[u], phi[v]
+        i = bisect_left(starts, a + 1) - 1
+        if i < 0 or a > merged[i][1]:
+            continue
+        if merged[i][0] <= b <= merged[i][1]:
+            groups[i].append((u, v))
+    return [g for g in groups if g]
+
+
 def candidate_components(
     p: Prepared, edges: Iterable[tuple[int, int]], cpos: list[int]
 ) -> list[list[int]]:

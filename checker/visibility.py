@@ -179,11 +179,7 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
         for v in _sort_values(unplaced):
             w = writers[v]
             wr = p.ops[w]
-            if (
-                wr.type != "ok"
-                or wr.comp_pos is None
-                or wr.comp_pos >= latest[0]
-            ):
+            if wr.type != "ok" or wr.comp_pos is None or wr.comp_pos >= latest[0]:
                 continue
             later = p.ops[latest[2]]
             ex = {
