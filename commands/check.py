@@ -77,12 +77,13 @@ def _with_progress(hist: Path) -> Iterator[Op]:
     with hist.open("rb") as fh:
         while chunk := fh.read(1 << 24):
             total += chunk.count(b"\n")
+    console = Console(stderr=True)
     with Progress(
         TextColumn("reading {task.fields[name]}"),
         BarColumn(),
         TextColumn("{task.completed:,}/{task.total:,} ops"),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,
     ) as prog:
         task = prog.add_task("read", total=total, name=hist.name)
@@ -91,6 +92,7 @@ def _with_progress(hist: Path) -> Iterator[Op]:
                 prog.update(task, completed=n)
             yield op
         prog.update(task, completed=total)
+    console.print(f"read {total:,} ops; analysing (logs, orders, cycles, metrics)...")
 
 
 def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
