@@ -18,7 +18,8 @@ import orjson
 
 from ..checker import CheckOptions, options_from_test_json
 from ..checker import check as run_check
-from ..histories.jsonl import HistoryError, TornLineWarning, iter_history
+from ..histories.edn import iter_any_history
+from ..histories.jsonl import HistoryError, TornLineWarning
 from ..histories.model import Op
 
 EXIT_BY_VALID = {True: 0, False: 1, "unknown": 2}
@@ -35,10 +36,12 @@ def locate(path: Path) -> tuple[Path, Path | None]:
     """(history file, test.json or None) for a run directory or a history file."""
     if path.is_dir():
         hist = path / "history.jsonl"
+        if not hist.exists() and (path / "history.edn").exists():
+            hist = path / "history.edn"  # a Jepsen run directory
         if not hist.exists():
             raise InputError(
-                f"{path}: no history.jsonl in this directory; pass a run directory "
-                f"(store/<test>/<run>) or the path of a history file"
+                f"{path}: no history.jsonl (or Jepsen history.edn) in this directory; pass "
+                f"a run directory (store/<test>/<run>) or the path of a history file"
             )
         test = path / "test.json"
     elif path.exists():
@@ -68,7 +71,7 @@ def _with_progress(hist: Path) -> Iterator[Op]:
     """Stream ops, showing a progress bar on a terminal for big files."""
     size = hist.stat().st_size
     if size < BIG_FILE or not sys.stderr.isatty():
-        yield from iter_history(hist)
+        yield from iter_any_history(hist)
         return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -87,7 +90,7 @@ def _with_progress(hist: Path) -> Iterator[Op]:
         transient=True,
     ) as prog:
         task = prog.add_task("read", total=total, name=hist.name)
-        for n, op in enumerate(iter_history(hist), 1):
+        for n, op in enumerate(iter_any_history(hist), 1):
             if n % 20000 == 0:
                 prog.update(task, completed=n)
             yield op
