@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ import confluent_kafka as ck
 from confluent_kafka import KafkaError, KafkaException
 
 from . import errors
+from .bounded import CallTimeout, Deadline, call_bounded, in_background
 from .driver import Completion, KeyMap
 
 # librdkafka's own log lines (connection resets during faults, ...) go to ktrial's log
@@ -88,8 +90,18 @@ class DriverConfig:
     max_poll_records: int = 500
     producer_overrides: dict[str, Any] = field(default_factory=dict)
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
-    # Upper bound on one blocking client call (flush, commit, abort, send_offsets).
-    op_timeout_s: float = 15.0
+    # Time budget of one op's main path (flush, send_offsets, commit, together) and of
+    # opening clients (init_transactions). A slower op completes info/fail, never hangs.
+    op_timeout_s: float = 10.0
+    # The least time commit_transaction gets, even when the steps before it used the
+    # whole op budget (a commit cut short is an `info` op: unknown outcome).
+    commit_min_s: float = 3.0
+    # Budget of the abort that follows a failed txn step (on top of op_timeout_s).
+    abort_timeout_s: float = 5.0
+    # Once the run's `stop` is set, outstanding calls get this long, then give up.
+    stop_grace_s: float = 2.0
+    # How long a graceful close may take before it is left to finish in the background.
+    close_wait_s: float = 3.0
 
     def producer_config(self) -> dict[str, Any]:
         c = dict(DEFAULT_PRODUCER_CONFIG)
@@ -123,9 +135,14 @@ class ConfluentDriver:
         slot: int,
         consume: bool = True,
         produce: bool = True,
+        stop: threading.Event | None = None,
     ) -> None:
         self.cfg = cfg
         self.process = process
+        self.stop = stop
+        # Set once a call was abandoned while blocked inside the producer: the
+        # producer must not be used (or destroyed) by this thread any more.
+        self._producer_stuck = False
         pconf = cfg.producer_config()
         if cfg.txn and produce:
             # One transactional.id per worker slot: a successor process fences its
@@ -149,7 +166,8 @@ class ConfluentDriver:
         self.rebalance_log: list[dict[str, Any]] = []
         try:
             if cfg.txn and self.producer is not None:
-                self.producer.init_transactions(cfg.op_timeout_s)
+                p = self.producer
+                self._resumable(p.init_transactions, self._deadline(cfg.op_timeout_s))
             if consume:
                 cconf = cfg.consumer_config()
                 cconf["client.id"] = f"ktrial-p{process}"
@@ -209,25 +227,102 @@ class ConfluentDriver:
         return Completion("ok", keys)
 
     def close(self, abrupt: bool = False) -> None:
+        """Release the clients off-thread: destroying a client can wait on the network.
+
+        A graceful close waits up to ``close_wait_s`` (flushing at most that long);
+        an abrupt one (a crash, or a retired process) does not wait at all.
+        """
         p, self.producer = self.producer, None
         c, self.consumer = self.consumer, None
-        if p is not None:
-            if abrupt:
-                # A crash: drop whatever is queued, never wait for acks.
-                with contextlib.suppress(KafkaException, RuntimeError):
-                    p.purge(True, True, False)
-            else:
-                p.flush(self.cfg.op_timeout_s)
-            del p
-        if c is not None:
-            try:
+        if p is None and c is None:
+            return
+        if self._producer_stuck:
+            # An abandoned call still holds the producer; it is released when that
+            # call returns (see _send_offsets). Only the consumer is ours to close.
+            p = None
+        wait = 0.0 if abrupt else self.cfg.close_wait_s
+
+        def release() -> None:
+            nonlocal p, c
+            if p is not None:
+                if abrupt:
+                    # A crash: drop whatever is queued, never wait for acks.
+                    with contextlib.suppress(KafkaException, RuntimeError):
+                        p.purge(True, True, False)
+                else:
+                    with contextlib.suppress(KafkaException, RuntimeError):
+                        p.flush(wait)
+                p = None  # destroyed here, in this thread
+            if c is not None:
                 if not abrupt:
-                    c.close()
-            except (KafkaException, RuntimeError):
-                pass
-            del c
+                    with contextlib.suppress(KafkaException, RuntimeError):
+                        c.close()
+                c = None
+
+        in_background(release, f"close-p{self.process}", wait)
 
     # ------------------------------------------------------------------------ helpers
+    def _deadline(self, budget_s: float) -> Deadline:
+        return Deadline(budget_s, self.stop, self.cfg.stop_grace_s)
+
+    @staticmethod
+    def _resumable(call: Callable[[float], Any], dl: Deadline) -> None:
+        """Call a resumable transactional API (init/commit/abort) in slices until `dl`.
+
+        librdkafka answers a call that ran out of time with a retriable _TIMED_OUT and
+        resumes the same operation when it is called again; slicing lets the caller
+        notice `stop`. Raises the last _TIMED_OUT once `dl` has passed.
+        """
+        while True:
+            try:
+                call(max(0.05, dl.slice()))
+                return
+            except KafkaException as e:
+                ke = errors.as_kafka_error(e)
+                timed_out = ke is not None and ke.code() == KafkaError._TIMED_OUT
+                if not timed_out or dl.expired():
+                    raise
+
+    def _flush(self, dl: Deadline) -> int:
+        """Flush in slices until everything is acknowledged or `dl` passes; returns unacked."""
+        p = self._require_producer()
+        remaining = p.flush(dl.slice())
+        while remaining > 0 and not dl.expired():
+            remaining = p.flush(dl.slice())
+        return int(remaining)
+
+    def _send_offsets(self, p: ck.Producer, offsets: list[ck.TopicPartition], dl: Deadline) -> None:
+        """send_offsets_to_transaction, bounded by `dl` although librdkafka may not honour it.
+
+        librdkafka waits forever while the group coordinator is unreachable (issues
+        #5456, #5511). The call runs off-thread; when `dl` passes it is abandoned,
+        the producer is marked stuck (the op retires the process) and the producer
+        is destroyed by that thread if the call ever returns.
+        """
+        meta = self._require_consumer().consumer_group_metadata()
+        holder: list[ck.Producer | None] = [p]
+
+        def call() -> None:
+            q = holder[0]
+            assert q is not None
+            q.send_offsets_to_transaction(offsets, meta, max(0.1, dl.left()))
+
+        def release() -> None:
+            q = holder[0]
+            holder[0] = None
+            if q is not None:
+                with contextlib.suppress(KafkaException, RuntimeError):
+                    q.purge(True, True, False)
+            del q
+
+        try:
+            call_bounded(call, dl, f"send_offsets-p{self.process}", release)
+        except CallTimeout:
+            self._producer_stuck = True
+            self.producer = None  # the abandoned call's thread owns it now
+            raise
+        holder[0] = None
+
     def _require_consumer(self) -> ck.Consumer:
         if self.consumer is None:
             raise RuntimeError(f"process {self.process}: this driver was opened without a consumer")
@@ -405,7 +500,7 @@ class ConfluentDriver:
             except (BufferError, KafkaException) as e:
                 refused = e
                 break
-        remaining = self._require_producer().flush(self.cfg.op_timeout_s) if sent else 0
+        remaining = self._flush(self._deadline(self.cfg.op_timeout_s)) if sent else 0
         value = [_send_result(m, results[i]) for i, m in enumerate(mops)]
         verdicts = [errors.classify(r, "send") for r in results[:sent] if isinstance(r, KafkaError)]
         retire = any(v.retire for v in verdicts)
@@ -458,6 +553,21 @@ class ConfluentDriver:
         abort: bool,
         pre: tuple[Records, dict[tuple[str, int], int], dict[int, int]] | None = None,
     ) -> Completion:
+        """One transaction: begin, micro-ops, flush, send offsets, commit (or abort).
+
+        Completion types:
+
+        * ``ok``: commit_transaction returned success;
+        * ``info``: commit_transaction was called and did not return success (its
+          outcome is unknown; never abort then: the successor's init_transactions
+          on the same transactional.id settles it);
+        * ``fail``: commit was never attempted, so the transaction cannot have
+          committed: Kafka commits a transaction only on the producer's EndTxn(commit).
+          This holds whether the abort that follows succeeded or not (when it did
+          not, or the producer is fenced/fatal/stuck, the process is retired and
+          the successor's init_transactions, or the coordinator's transaction
+          timeout, aborts it).
+        """
         p = self._require_producer()
         if pre is None:
             snap = self._snapshot()
@@ -469,7 +579,7 @@ class ConfluentDriver:
             head = [["poll", recs0]]
         results: list[Any] = [None] * len(mops)
         recs_by_mop: dict[int, Records] = {}
-        to = self.cfg.op_timeout_s
+        dl = self._deadline(self.cfg.op_timeout_s)
         try:
             p.begin_transaction()
         except KafkaException as e:
@@ -492,8 +602,14 @@ class ConfluentDriver:
                         failure = errors.describe(bad)
                         retire = errors.must_retire(bad)
                         break
-            if failure is None and p.flush(to) > 0:
-                failure = {"name": "FlushTimeout", "message": f"sends unacknowledged after {to}s"}
+            if failure is None:
+                unacked = self._flush(dl)
+                if unacked > 0:
+                    failure = {
+                        "name": "FlushTimeout",
+                        "message": f"{unacked} sends unacknowledged when the op's time ran out"
+                        f" ({self.cfg.op_timeout_s}s, or {self.cfg.stop_grace_s}s after stop)",
+                    }
             if failure is None:
                 for r in results:
                     if isinstance(r, KafkaError):
@@ -502,8 +618,10 @@ class ConfluentDriver:
                         break
             if failure is None and not abort and last:
                 offsets = [ck.TopicPartition(t, pt, o + 1) for (t, pt), o in last.items()]
-                meta = self._require_consumer().consumer_group_metadata()
-                p.send_offsets_to_transaction(offsets, meta, to)
+                self._send_offsets(p, offsets, dl)
+        except CallTimeout as e:
+            failure = {"name": "SendOffsetsTimeout", "message": str(e)}
+            retire = True
         except (KafkaException, BufferError) as e:
             failure = errors.describe(e)
             retire = retire or errors.must_retire(e)
@@ -511,7 +629,9 @@ class ConfluentDriver:
         value = head + _txn_value(mops, results, recs_by_mop)
         if failure is None and not abort:
             try:
-                p.commit_transaction(to)
+                # However long the steps before took, the commit gets a fair chance.
+                cdl = self._deadline(max(dl.left(), self.cfg.commit_min_s))
+                self._resumable(p.commit_transaction, cdl)
             except KafkaException as e:
                 # Never abort after a failed commit: the outcome is unknown. The
                 # successor's init_transactions (same transactional.id) settles it.
@@ -520,15 +640,16 @@ class ConfluentDriver:
             return self._done("ok", value, None, False)
 
         if retire:
-            # A fatal/fenced producer cannot abort; the fate of its sends is unknown.
+            # A fatal/fenced/stuck producer cannot abort; its transaction never
+            # committed and is aborted by the successor's init_transactions.
             self._rewind(snap)
-            return self._done("info", value, failure, True)
+            return self._done("fail", value, failure, True)
         try:
-            p.abort_transaction(to)
+            self._resumable(p.abort_transaction, self._deadline(self.cfg.abort_timeout_s))
         except KafkaException as e:
             v = errors.classify(e, "abort")
             self._rewind(snap)
-            return self._done("info", value, {"abort": v.error, "cause": failure}, True)
+            return self._done("fail", value, {"abort": v.error, "cause": failure}, True)
         ok = self._rewind(snap)
         err = failure if failure is not None else {"name": "DeliberateAbort"}
         return self._done("fail", value, err, not ok)

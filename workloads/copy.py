@@ -38,6 +38,7 @@ import confluent_kafka as ck
 from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
+from .bounded import in_background
 from .confluent import ConfluentDriver, DriverConfig
 from .driver import Completion, Driver, KeyMap, TopicPartition
 from .slot import Slot
@@ -152,7 +153,7 @@ class CopyWorkload:
         errs: list[BaseException] = []
         threads = []
         for i in range(self.opts.producers):
-            s = Slot(recorder, self._open_producer, 1000 + i, stop)
+            s = Slot(recorder, partial(self._open_producer, stop=stop), 1000 + i, stop)
             threads.append(
                 threading.Thread(
                     target=self._producer,
@@ -162,7 +163,7 @@ class CopyWorkload:
                 )
             )
         for i in range(self.opts.copiers):
-            s = Slot(recorder, self._open_copier, i, stop)
+            s = Slot(recorder, partial(self._open_copier, stop=stop), i, stop)
             threads.append(
                 threading.Thread(
                     target=self._copier, args=(s, stop, errs, True), name=f"copier{i}", daemon=True
@@ -177,13 +178,17 @@ class CopyWorkload:
                 0
             ]
 
-    def _open_producer(self, process: int, slot: int) -> ConfluentDriver:
+    def _open_producer(
+        self, process: int, slot: int, stop: threading.Event | None = None
+    ) -> ConfluentDriver:
         assert self.prod_cfg is not None
-        return ConfluentDriver(self.prod_cfg, process, slot, consume=False)
+        return ConfluentDriver(self.prod_cfg, process, slot, consume=False, stop=stop)
 
-    def _open_copier(self, process: int, slot: int) -> ConfluentDriver:
+    def _open_copier(
+        self, process: int, slot: int, stop: threading.Event | None = None
+    ) -> ConfluentDriver:
         assert self.cfg is not None
-        return ConfluentDriver(self.cfg, process, slot)
+        return ConfluentDriver(self.cfg, process, slot, stop=stop)
 
     def _producer(
         self, slot: Slot, limiter: RateLimiter, stop: threading.Event, errs: list[BaseException]
@@ -264,7 +269,8 @@ class CopyWorkload:
             got = c.committed(tps, timeout=10)
             done = {self.keys.key_of(tp.topic, tp.partition): tp.offset for tp in got}
         finally:
-            c.close()
+            # close() has no timeout of its own and may wait on an unreachable coordinator.
+            in_background(c.close, "close-copy-progress", 3.0)
         return {k: done.get(k, -1) for k, t in targets.items() if done.get(k, -1) < t}
 
     def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
@@ -275,7 +281,10 @@ class CopyWorkload:
         in_targets = {k: t for k, t in self.tracker.targets(self.input_keys).items()}
         stop = threading.Event()
         errs: list[BaseException] = []
-        slots = [Slot(recorder, self._open_copier, i, stop) for i in range(self.opts.copiers)]
+        slots = [
+            Slot(recorder, partial(self._open_copier, stop=stop), i, stop)
+            for i in range(self.opts.copiers)
+        ]
         threads = [
             threading.Thread(
                 target=self._copier,

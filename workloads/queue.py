@@ -142,7 +142,10 @@ class QueueWorkload:
     # ------------------------------------------------------------------------ main phase
     def run(self, recorder: Recorder, stop: threading.Event) -> None:
         assert self.cfg is not None, "setup() first"
-        factory = self._make_factory(self.cfg)
+        if self._make_factory is _confluent_factory:
+            factory = _confluent_factory(self.cfg, stop)
+        else:
+            factory = self._make_factory(self.cfg)
         limiter = RateLimiter(self.opts.rate)
         self.slots = [Slot(recorder, factory, i, stop) for i in range(self.opts.concurrency)]
         errors: list[BaseException] = []
@@ -225,8 +228,8 @@ def _execute(d: Driver, op: GenOp) -> Completion:
     return d.execute(op.f, op.value, op.abort)
 
 
-def _confluent_factory(cfg: DriverConfig) -> DriverFactory:
+def _confluent_factory(cfg: DriverConfig, stop: threading.Event | None = None) -> DriverFactory:
     def open_driver(process: int, slot: int) -> ConfluentDriver:
-        return ConfluentDriver(cfg, process, slot)
+        return ConfluentDriver(cfg, process, slot, stop=stop)
 
     return open_driver

@@ -29,22 +29,30 @@ class Slot:
         factory: DriverFactory,
         slot: int,
         stop: threading.Event,
-        reopen_backoff_s: float = 1.0,
+        reopen_backoff_s: float = 0.25,
+        max_backoff_s: float = 4.0,
     ) -> None:
         self.recorder = recorder
         self.factory = factory
         self.slot = slot
         self.stop = stop
         self.backoff = reopen_backoff_s
+        self.max_backoff = max_backoff_s
         self.process: int = -1
         self.driver: Driver | None = None
         self.processes: list[int] = []
         self.open_errors: list[str] = []
 
     def open(self) -> bool:
-        """Start a new process: new number, fresh clients. False if stopped meanwhile."""
+        """Start a new process: new number, fresh clients. False if stopped meanwhile.
+
+        Opening (init_transactions above all) fails while the cluster is faulted;
+        retry with exponential backoff for as long as the run goes on, so that the
+        slot resumes work as soon as the cluster heals.
+        """
         self.process = self.recorder.new_process()
         self.processes.append(self.process)
+        backoff = self.backoff
         while not self.stop.is_set():
             try:
                 self.driver = self.factory(self.process, self.slot)
@@ -53,7 +61,8 @@ class Slot:
                 msg = f"slot {self.slot} process {self.process}: opening clients failed: {e!r}"
                 log.warning(msg)
                 self.open_errors.append(msg)
-                self.stop.wait(self.backoff)
+                self.stop.wait(backoff)
+                backoff = min(self.max_backoff, backoff * 2)
         return False
 
     def record(
