@@ -166,8 +166,9 @@ class ConfluentDriver:
         self.rebalance_log: list[dict[str, Any]] = []
         try:
             if cfg.txn and self.producer is not None:
-                p = self.producer
-                self._resumable(p.init_transactions, self._deadline(cfg.op_timeout_s))
+                self._producer_call(
+                    "init_transactions", lambda q, t: q.init_transactions(t), cfg.op_timeout_s
+                )
             if consume:
                 cconf = cfg.consumer_config()
                 cconf["client.id"] = f"ktrial-p{process}"
@@ -265,24 +266,6 @@ class ConfluentDriver:
     def _deadline(self, budget_s: float) -> Deadline:
         return Deadline(budget_s, self.stop, self.cfg.stop_grace_s)
 
-    @staticmethod
-    def _resumable(call: Callable[[float], Any], dl: Deadline) -> None:
-        """Call a resumable transactional API (init/commit/abort) in slices until `dl`.
-
-        librdkafka answers a call that ran out of time with a retriable _TIMED_OUT and
-        resumes the same operation when it is called again; slicing lets the caller
-        notice `stop`. Raises the last _TIMED_OUT once `dl` has passed.
-        """
-        while True:
-            try:
-                call(max(0.05, dl.slice()))
-                return
-            except KafkaException as e:
-                ke = errors.as_kafka_error(e)
-                timed_out = ke is not None and ke.code() == KafkaError._TIMED_OUT
-                if not timed_out or dl.expired():
-                    raise
-
     def _flush(self, dl: Deadline) -> int:
         """Flush in slices until everything is acknowledged or `dl` passes; returns unacked."""
         p = self._require_producer()
@@ -291,21 +274,25 @@ class ConfluentDriver:
             remaining = p.flush(dl.slice())
         return int(remaining)
 
-    def _send_offsets(self, p: ck.Producer, offsets: list[ck.TopicPartition], dl: Deadline) -> None:
-        """send_offsets_to_transaction, bounded by `dl` although librdkafka may not honour it.
+    def _producer_call(
+        self, name: str, fn: Callable[[ck.Producer, float], Any], budget_s: float
+    ) -> None:
+        """Call ``fn(producer, budget_s)``, returning within about `budget_s` whatever happens.
 
-        librdkafka waits forever while the group coordinator is unreachable (issues
-        #5456, #5511). The call runs off-thread; when `dl` passes it is abandoned,
-        the producer is marked stuck (the op retires the process) and the producer
-        is destroyed by that thread if the call ever returns.
+        librdkafka honours the timeout of init/commit/abort_transaction but not always
+        that of send_offsets_to_transaction (it waits forever while the group
+        coordinator is unreachable: librdkafka issues #5456, #5511). So the call runs
+        off-thread, watched until `budget_s` + 1 s (its own timeout fires first) or
+        ``stop_grace_s`` after `stop`. An abandoned call raises :class:`CallTimeout`
+        and leaves the producer *stuck*: its thread owns it and destroys it if the
+        call ever returns; this driver must retire.
         """
-        meta = self._require_consumer().consumer_group_metadata()
-        holder: list[ck.Producer | None] = [p]
+        holder: list[ck.Producer | None] = [self._require_producer()]
 
         def call() -> None:
             q = holder[0]
             assert q is not None
-            q.send_offsets_to_transaction(offsets, meta, max(0.1, dl.left()))
+            fn(q, budget_s)
 
         def release() -> None:
             q = holder[0]
@@ -313,15 +300,17 @@ class ConfluentDriver:
             if q is not None:
                 with contextlib.suppress(KafkaException, RuntimeError):
                     q.purge(True, True, False)
-            del q
+            del q  # the last reference: the producer is destroyed in this thread
 
         try:
-            call_bounded(call, dl, f"send_offsets-p{self.process}", release)
+            call_bounded(call, self._deadline(budget_s + 1.0), f"{name}-p{self.process}", release)
         except CallTimeout:
             self._producer_stuck = True
             self.producer = None  # the abandoned call's thread owns it now
             raise
-        holder[0] = None
+        finally:
+            if not self._producer_stuck:
+                holder[0] = None
 
     def _require_consumer(self) -> ck.Consumer:
         if self.consumer is None:
@@ -618,9 +607,14 @@ class ConfluentDriver:
                         break
             if failure is None and not abort and last:
                 offsets = [ck.TopicPartition(t, pt, o + 1) for (t, pt), o in last.items()]
-                self._send_offsets(p, offsets, dl)
+                meta = self._require_consumer().consumer_group_metadata()
+                self._producer_call(
+                    "send_offsets",
+                    lambda q, t: q.send_offsets_to_transaction(offsets, meta, t),
+                    max(0.1, dl.left()),
+                )
         except CallTimeout as e:
-            failure = {"name": "SendOffsetsTimeout", "message": str(e)}
+            failure = {"name": "CallTimeout", "message": str(e)}
             retire = True
         except (KafkaException, BufferError) as e:
             failure = errors.describe(e)
@@ -630,8 +624,13 @@ class ConfluentDriver:
         if failure is None and not abort:
             try:
                 # However long the steps before took, the commit gets a fair chance.
-                cdl = self._deadline(max(dl.left(), self.cfg.commit_min_s))
-                self._resumable(p.commit_transaction, cdl)
+                self._producer_call(
+                    "commit",
+                    lambda q, t: q.commit_transaction(t),
+                    max(dl.left(), self.cfg.commit_min_s),
+                )
+            except CallTimeout as e:
+                return self._done("info", value, {"name": "CommitTimeout", "message": str(e)}, True)
             except KafkaException as e:
                 # Never abort after a failed commit: the outcome is unknown. The
                 # successor's init_transactions (same transactional.id) settles it.
@@ -645,7 +644,13 @@ class ConfluentDriver:
             self._rewind(snap)
             return self._done("fail", value, failure, True)
         try:
-            self._resumable(p.abort_transaction, self._deadline(self.cfg.abort_timeout_s))
+            self._producer_call(
+                "abort", lambda q, t: q.abort_transaction(t), self.cfg.abort_timeout_s
+            )
+        except CallTimeout as e:
+            self._rewind(snap)
+            err = {"abort": {"name": "CallTimeout", "message": str(e)}, "cause": failure}
+            return self._done("fail", value, err, True)
         except KafkaException as e:
             v = errors.classify(e, "abort")
             self._rewind(snap)

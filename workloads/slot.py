@@ -29,8 +29,8 @@ class Slot:
         factory: DriverFactory,
         slot: int,
         stop: threading.Event,
-        reopen_backoff_s: float = 0.25,
-        max_backoff_s: float = 4.0,
+        reopen_backoff_s: float = 0.1,
+        max_backoff_s: float = 2.0,
     ) -> None:
         self.recorder = recorder
         self.factory = factory
