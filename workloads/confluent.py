@@ -93,6 +93,10 @@ class DriverConfig:
     # Time budget of one op's main path (flush, send_offsets, commit, together) and of
     # opening clients (init_transactions). A slower op completes info/fail, never hangs.
     op_timeout_s: float = 10.0
+    # Budget of init_transactions when opening a process. Generous: right after a
+    # cluster starts or a coordinator moves, it waits for __transaction_state to load,
+    # and retrying with a fresh producer restarts that wait and fences the old one.
+    init_timeout_s: float = 30.0
     # The least time commit_transaction gets, even when the steps before it used the
     # whole op budget (a commit cut short is an `info` op: unknown outcome).
     commit_min_s: float = 3.0
@@ -167,7 +171,7 @@ class ConfluentDriver:
         try:
             if cfg.txn and self.producer is not None:
                 self._producer_call(
-                    "init_transactions", lambda q, t: q.init_transactions(t), cfg.op_timeout_s
+                    "init_transactions", lambda q, t: q.init_transactions(t), cfg.init_timeout_s
                 )
             if consume:
                 cconf = cfg.consumer_config()
@@ -230,8 +234,8 @@ class ConfluentDriver:
     def close(self, abrupt: bool = False) -> None:
         """Release the clients off-thread: destroying a client can wait on the network.
 
-        A graceful close waits up to ``close_wait_s`` (flushing at most that long);
-        an abrupt one (a crash, or a retired process) does not wait at all.
+        Either way the caller waits at most ``close_wait_s``; a graceful close flushes
+        and leaves the group, an abrupt one (a crash, a retired process) purges.
         """
         p, self.producer = self.producer, None
         c, self.consumer = self.consumer, None
@@ -241,7 +245,9 @@ class ConfluentDriver:
             # An abandoned call still holds the producer; it is released when that
             # call returns (see _send_offsets). Only the consumer is ours to close.
             p = None
-        wait = 0.0 if abrupt else self.cfg.close_wait_s
+        # Wait (bounded) even for an abrupt close: a successor with the same
+        # transactional.id must not race this producer's last requests.
+        wait = self.cfg.close_wait_s
 
         def release() -> None:
             nonlocal p, c
@@ -251,7 +257,7 @@ class ConfluentDriver:
                     with contextlib.suppress(KafkaException, RuntimeError):
                         p.purge(True, True, False)
                 else:
-                    with contextlib.suppress(KafkaException, RuntimeError):
+                    with contextlib.suppress(KafkaException, RuntimeError, SystemError):
                         p.flush(wait)
                 p = None  # destroyed here, in this thread
             if c is not None:
@@ -269,9 +275,16 @@ class ConfluentDriver:
     def _flush(self, dl: Deadline) -> int:
         """Flush in slices until everything is acknowledged or `dl` passes; returns unacked."""
         p = self._require_producer()
-        remaining = p.flush(dl.slice())
-        while remaining > 0 and not dl.expired():
+        try:
             remaining = p.flush(dl.slice())
+            while remaining > 0 and not dl.expired():
+                remaining = p.flush(dl.slice())
+        except SystemError as e:
+            # A fatal error (e.g. fenced) raised by librdkafka's error callback during
+            # flush surfaces wrapped in a SystemError from the log callback.
+            if isinstance(e.__cause__, KafkaException):
+                raise e.__cause__ from None
+            raise
         return int(remaining)
 
     def _producer_call(
@@ -489,7 +502,13 @@ class ConfluentDriver:
             except (BufferError, KafkaException) as e:
                 refused = e
                 break
-        remaining = self._flush(self._deadline(self.cfg.op_timeout_s)) if sent else 0
+        try:
+            remaining = self._flush(self._deadline(self.cfg.op_timeout_s)) if sent else 0
+        except KafkaException as e:
+            # Fatal producer error while waiting: the sends' fate is unknown.
+            v = errors.classify(e, "flush")
+            value = [_send_result(m, results[i]) for i, m in enumerate(mops)]
+            return Completion("info", value, v.error, True)
         value = [_send_result(m, results[i]) for i, m in enumerate(mops)]
         verdicts = [errors.classify(r, "send") for r in results[:sent] if isinstance(r, KafkaError)]
         retire = any(v.retire for v in verdicts)
