@@ -86,7 +86,11 @@ class Slot:
                 "info", value, {"name": type(e).__name__, "message": str(e)}, retire=True
             )
         self.recorder.complete(inv, c.type, c.value, c.error, **c.extra)
-        if c.retire:
+        # As in Jepsen, an indeterminate op crashes its process: the successor gets fresh
+        # clients. Keeping a producer whose send timed out is not safe: librdkafka's
+        # idempotent producer then bumps its epoch and may re-append records still in
+        # flight, a duplicate the safe profile must not show (seen: bench/RESULTS.md).
+        if c.retire or c.type == "info":
             self.replace(abrupt=True)
         return c
 
