@@ -319,7 +319,11 @@ def test_rolling_restart_restarts_each_node_and_stops_early_when_told(
     sched = IntervalSchedule(["restart"], interval=30, quiet=0.1)
     nem.params["restart"] = {"settle": 30, "wait": 0.1}
     thread = ScheduleThread(sched, nem).start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20  # the schedule is quiet 0.1 s, then restarts n1
+    while time.monotonic() < deadline:
+        if len([f for f, _ in nemesis_ops(tmp_path) if f == "restarted"]) >= 3 + 1:
+            break
+        time.sleep(0.05)
     t0 = time.monotonic()
     thread.close(timeout=20)
     assert time.monotonic() - t0 < 15 and all_up(cluster) and nem.active() == []
