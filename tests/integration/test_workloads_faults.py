@@ -102,6 +102,7 @@ def test_queue_txn_slots_recover_after_kill_and_partition(
             return all(set(s.processes) & done for s in wl.slots)
 
         progressed = wait_for(slots_progressed, 45)
+        recovered_s = (rec.now() - healed) / 1e9
         done = ok_after(history_lines(path), healed)
         stuck = [s.slot for s in wl.slots if not set(s.processes) & done]
     finally:
@@ -114,6 +115,10 @@ def test_queue_txn_slots_recover_after_kill_and_partition(
     assert not errors, errors
     assert progressed, f"slots {stuck} completed no ok op within 45 s of the heal"
     assert returned_s < OP_BOUND_S, f"run() returned {returned_s:.1f}s after stop"
+    print(
+        f"every slot resumed {recovered_s:.1f}s after the heal;"
+        f" run() returned {returned_s:.1f}s after stop"
+    )
 
     drain = wl.drain(rec, 60.0)
     writer.close()
@@ -134,6 +139,7 @@ def test_queue_txn_slots_recover_after_kill_and_partition(
             longest = max(longest, (o["time"] - inv["time"]) / 1e9)
     assert not pending, f"invokes never completed: {list(pending.values())[:3]}"
     assert longest <= OP_BOUND_S + MARGIN_S, f"an op took {longest:.1f}s"
+    print(f"longest op {longest:.1f}s (bound {OP_BOUND_S:.0f}s + {MARGIN_S:.0f}s margin)")
     assert any(o["f"] == "kill" for o in ops if o["process"] == "nemesis")
 
     results = check_file(path, options_from_test_json(meta), meta)
