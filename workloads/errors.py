@@ -7,7 +7,10 @@ rules (DESIGN.md section 4):
 * timeouts, transport errors, NOT_LEADER_OR_FOLLOWER, unknown server errors and
   *anything* around a transaction commit -> ``info`` (the write may have landed);
 * definite refusals (the request was never sent, or the broker refused it before
-  appending) and successful aborts -> ``fail``;
+  appending) and successful aborts -> ``fail``; so is a transaction whose commit was
+  never attempted even if its abort failed or timed out (Kafka commits only on the
+  producer's EndTxn(commit); the successor's init_transactions or the coordinator's
+  transaction timeout aborts it) — decided in the driver, not here;
 * fatal producer errors, fencing, out-of-order sequence numbers and unknown
   producer ids -> the client is retired and replaced by a new process with fresh
   clients (``retire=True``); the op itself is ``info`` unless it was certainly not

@@ -5,7 +5,9 @@ way: each op is an invoke recorded *before* the client call and a completion
 recorded right after it (times stamped by the Recorder as they happen); one
 outstanding op per process; an op that raised something unexpected is recorded
 as ``info`` (never left dangling); and a retired or crashed process is replaced by
-a new process number with fresh clients.
+a new process number with fresh clients, retrying (with backoff) for as long as the
+run goes on. Drivers bound every client call (:mod:`.bounded`), so an op completes
+within its time budget and a worker notices `stop` within seconds.
 """
 
 from __future__ import annotations
