@@ -517,7 +517,8 @@ class ConfluentDriver:
         if remaining > 0 or any(r is None for r in results[:sent]):
             err: Any = {
                 "name": "FlushTimeout",
-                "message": f"{remaining} sends unacknowledged after {self.cfg.op_timeout_s}s",
+                "message": f"{remaining} sends unacknowledged when the op's time ran out"
+                f" ({self.cfg.op_timeout_s}s, or {self.cfg.stop_grace_s}s after stop)",
             }
             return Completion("info", value, err, retire)
         if not verdicts:
