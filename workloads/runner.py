@@ -19,9 +19,8 @@ from typing import Any
 
 from .. import __version__
 from ..checker import check_file, options_from_test_json
-from ..checker.copy import check_copy
 from ..clusters.base import Cluster
-from ..histories.jsonl import HistoryWriter, read_history
+from ..histories.jsonl import HistoryWriter
 from ..histories.recorder import Recorder
 from ..histories.store import RunDir, write_json
 from . import Workload
@@ -39,22 +38,9 @@ class RunOutcome:
     seconds: float = 0.0
 
 
-def merge_copy_anomalies(results: dict[str, Any], copy_anoms: dict[str, Any]) -> dict[str, Any]:
-    """Fold checker/copy.py's anomalies into the main checker's results (all are bad)."""
-    if not copy_anoms:
-        return results
-    results.setdefault("anomalies", {}).update(copy_anoms)
-    for key in ("error_types", "bad_error_types"):
-        results[key] = sorted(set(results.get(key, [])) | set(copy_anoms))
-    results["valid"] = False
-    return results
-
-
 def check_run(run: RunDir, meta: dict[str, Any]) -> dict[str, Any]:
-    """Check the run's history (main checker + copy checks) and write results.json."""
+    """Check the run's history (the checker adds the copy checks itself) and write results.json."""
     results = check_file(run.history, options_from_test_json(meta), meta)
-    if meta.get("workload") == "copy":
-        merge_copy_anomalies(results, check_copy(read_history(run.history), meta))
     write_json(run.results, results)
     return results
 
