@@ -221,9 +221,10 @@ class ConfluentDriver:
                 )
             else:
                 # Keep the position of keys we keep; new keys start at the group's
-                # committed offset (earliest when none).
+                # committed offset (earliest when none), resolved here (see _start_offsets).
                 pos = {k: self.pos[k] for k in keys if k in self.assigned and k in self.pos}
-                c.assign([self._ck_tp(k, pos.get(k, ck.OFFSET_STORED)) for k in keys])
+                start = self._start_offsets([k for k in keys if k not in pos])
+                c.assign([self._ck_tp(k, pos.get(k, start.get(k))) for k in keys])
                 self.assigned = list(keys)
                 self.pos = pos
         except (KafkaException, RuntimeError) as e:
@@ -336,6 +337,25 @@ class ConfluentDriver:
             return ck.TopicPartition(tp.topic, tp.partition)
         return ck.TopicPartition(tp.topic, tp.partition, offset)
 
+    def _start_offsets(self, keys: Sequence[int]) -> dict[int, int]:
+        """Where newly assigned keys start: the group's committed offset, else the beginning.
+
+        Resolved synchronously (bounded by op_timeout_s; a timeout raises and fails the
+        op) instead of assigning OFFSET_STORED: librdkafka resolves that asynchronously,
+        and with a slow coordinator re-assignments raced and one poll read a key at
+        offset 40, then again from 0 (an int-nonmonotonic-poll of our own making).
+        """
+        if not keys:
+            return {}
+        c = self._require_consumer()
+        got = c.committed([self._ck_tp(k) for k in keys], timeout=self.cfg.op_timeout_s)
+        out = {k: ck.OFFSET_BEGINNING for k in keys}
+        for tp in got:
+            if tp.error is None and tp.offset is not None and tp.offset >= 0:
+                with contextlib.suppress(KeyError):
+                    out[self.cfg.keys.key_of(tp.topic, tp.partition)] = tp.offset
+        return out
+
     def _keys_of(self, tps: list[ck.TopicPartition]) -> list[int]:
         out = []
         for tp in tps:
@@ -383,7 +403,8 @@ class ConfluentDriver:
             if self.cfg.sub_via == "assign":
                 keep = {k: o for k, o in self.pos.items() if k in self.assigned}
                 keep.update({k: o for k, o in targets.items() if k in self.assigned})
-                c.assign([self._ck_tp(k, keep.get(k, ck.OFFSET_STORED)) for k in self.assigned])
+                start = self._start_offsets([k for k in self.assigned if k not in keep])
+                c.assign([self._ck_tp(k, keep.get(k, start.get(k))) for k in self.assigned])
                 self.pos = keep
             else:
                 current = set(self._keys_of(list(c.assignment())))
