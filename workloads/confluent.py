@@ -338,23 +338,15 @@ class ConfluentDriver:
         return ck.TopicPartition(tp.topic, tp.partition, offset)
 
     def _start_offsets(self, keys: Sequence[int]) -> dict[int, int]:
-        """Where newly assigned keys start: the group's committed offset, else the beginning.
+        """Where newly assigned keys start: the beginning of the log.
 
-        Resolved synchronously (bounded by op_timeout_s; a timeout raises and fails the
-        op) instead of assigning OFFSET_STORED: librdkafka resolves that asynchronously,
-        and with a slow coordinator re-assignments raced and one poll read a key at
-        offset 40, then again from 0 (an int-nonmonotonic-poll of our own making).
+        Not OFFSET_STORED: librdkafka resolves the group's committed offset
+        asynchronously, and under a slow coordinator re-assignments raced (one poll read
+        a key at offset 40, then from 0). Not a synchronous committed() either: it timed
+        out (10 s) under load. A new key's first read may start anywhere, so starting
+        at the beginning is always legal; it costs re-reads of short logs.
         """
-        if not keys:
-            return {}
-        c = self._require_consumer()
-        got = c.committed([self._ck_tp(k) for k in keys], timeout=self.cfg.op_timeout_s)
-        out = {k: ck.OFFSET_BEGINNING for k in keys}
-        for tp in got:
-            if tp.error is None and tp.offset is not None and tp.offset >= 0:
-                with contextlib.suppress(KeyError):
-                    out[self.cfg.keys.key_of(tp.topic, tp.partition)] = tp.offset
-        return out
+        return dict.fromkeys(keys, ck.OFFSET_BEGINNING)
 
     def _keys_of(self, tps: list[ck.TopicPartition]) -> list[int]:
         out = []
@@ -729,3 +721,20 @@ def _txn_value(mops: list[Any], results: list[Any], recs: dict[int, Records]) ->
             # A poll the txn never reached stays in its invoke form (result unknown).
             out.append(["poll", r] if r is not None else ["poll"])
     return out
+
+
+def drain_clients(
+    bootstrap: str, keys: KeyMap, run_id: str, consumer_config: dict[str, Any]
+) -> Callable[[int], ConfluentDriver]:
+    """Fresh read-only clients for the drain: assign mode, long polls, big batches."""
+    cfg = DriverConfig(
+        bootstrap=bootstrap,
+        keys=keys,
+        group_id=f"ktrial-{run_id}-drain",
+        txn=False,
+        sub_via="assign",
+        poll_ms=500,
+        max_poll_records=5000,
+        consumer_overrides=dict(consumer_config),
+    )
+    return lambda process: ConfluentDriver(cfg, process, -1, produce=False)

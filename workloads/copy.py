@@ -39,7 +39,7 @@ from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .bounded import in_background
-from .confluent import ConfluentDriver, DriverConfig
+from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, KeyMap, TopicPartition
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
@@ -310,20 +310,10 @@ class CopyWorkload:
             stop.set()
             for t in threads:
                 t.join()
-        cfg = DriverConfig(
-            bootstrap=self.cfg.bootstrap,
-            keys=self.keys,
-            group_id=f"ktrial-{self.run_id}-drain",
-            txn=False,
-            sub_via="assign",
-            poll_ms=500,
-            max_poll_records=5000,
-            consumer_overrides=dict(self.opts.consumer_config),
-        )
         targets = self.tracker.targets(self.keys.keys)
         res = drain_mod.drain(
             recorder,
-            lambda p: ConfluentDriver(cfg, p, -1, produce=False),
+            drain_clients(self.cfg.bootstrap, self.keys, self.run_id, self.opts.consumer_config),
             targets,
             max(5.0, deadline - time.monotonic()),
         )

@@ -20,7 +20,7 @@ from typing import Any
 from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
-from .confluent import ConfluentDriver, DriverConfig
+from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .generator import Generator, GenOp, GenOptions
 from .slot import Slot
@@ -204,20 +204,11 @@ class QueueWorkload:
     # ------------------------------------------------------------------------ drain
     def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
         assert self.cfg is not None, "setup() first"
-        cfg = DriverConfig(
-            bootstrap=self.cfg.bootstrap,
-            keys=self.keys,
-            group_id=f"ktrial-{self.run_id}-drain",
-            txn=False,
-            sub_via="assign",
-            poll_ms=500,
-            max_poll_records=5000,
-            consumer_overrides=dict(self.opts.consumer_config),
-        )
         targets = self.tracker.targets(self.keys.keys)
-        return drain_mod.drain(
-            recorder, lambda p: ConfluentDriver(cfg, p, -1, produce=False), targets, timeout_s
+        clients = drain_clients(
+            self.cfg.bootstrap, self.keys, self.run_id, self.opts.consumer_config
         )
+        return drain_mod.drain(recorder, clients, targets, timeout_s)
 
 
 def _assign(d: Driver, keys: list[int]) -> Completion:
