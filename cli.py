@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    except Exception as e:  # noqa: BLE001 - the last line of defence
+    except Exception as e:  # the last line of defence: exit 255, never a bare traceback
         import traceback
 
         traceback.print_exc()
