@@ -45,6 +45,7 @@ from .kafka_config import (
     render_properties,
     server_properties,
 )
+from .procs import wait_stopped
 
 log = logging.getLogger(__name__)
 
@@ -282,13 +283,11 @@ class LocalNode:
         self.cluster.save_state()
 
     def pause(self) -> None:
-        """SIGSTOP, and wait (up to 5 s) until the kernel reports the JVM stopped."""
+        """SIGSTOP, and wait (up to 5 s) until the kernel reports every JVM thread stopped."""
         self._signal(signal.SIGSTOP)
         self._paused = True
         assert self._proc is not None
-        deadline = time.monotonic() + 5
-        while _proc_state(self._proc.pid) not in ("T", "t", "") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_stopped(self._proc.pid, 5.0)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
@@ -815,14 +814,6 @@ class LocalCluster:
             for p in n.logs_dir.glob("*"):
                 if p.is_file():
                     shutil.copy2(p, d / p.name)
-
-
-def _proc_state(pid: int) -> str:
-    """One-letter process state from /proc (R, S, T, Z, ...), '' if gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
 
 
 def _delete_netns_and_procs(ns: str) -> None:

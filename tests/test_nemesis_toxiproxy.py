@@ -8,8 +8,10 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from ktrial.clusters.procs import wait_stopped
 from ktrial.nemesis.clean import marked_processes
 from ktrial.nemesis.proxies import plan_proxies
 from ktrial.nemesis.toxiproxy import (
@@ -94,6 +96,8 @@ def test_requests_time_out_when_the_server_hangs(server: ToxiproxyServer) -> Non
     assert server.pid is not None
     os.kill(server.pid, signal.SIGSTOP)
     try:
+        # SIGSTOP stops the threads one after another: wait for all of them
+        assert wait_stopped(server.pid, 10.0)
         with pytest.raises(ToxiproxyError, match="timed out"):
             ToxiproxyClient(server.host, server.port or 0, timeout=0.5).proxies()
     finally:
@@ -110,8 +114,6 @@ def test_server_is_marked_and_stop_leaves_no_process() -> None:
     assert pid not in {p for p, _ in marked_processes(ENV_MARK)}
 
 
-def test_missing_binary_says_how_to_install(tmp_path: object) -> None:
-    from pathlib import Path
-
+def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
     with pytest.raises(ToxiproxyError, match=r"scripts/setup\.sh"):
-        ToxiproxyServer(binary=Path(str(tmp_path)) / "nope").start()
+        ToxiproxyServer(binary=tmp_path / "nope").start()
