@@ -53,6 +53,7 @@ class RunSpec:
     nemesis: Any = None  # nemesis.NemesisOptions
     heal_wait: float = 5.0
     drain_timeout: float = 60.0
+    node_stats_interval: float = 5.0  # 0: no node-stats samples
     live: bool = True
 
 
@@ -137,6 +138,7 @@ class Run:
     def _main(self, run_dir: RunDir) -> bool:
         """Cluster, workload, nemesis, heal, drain. Returns whether the user interrupted."""
         from .nemesis import ClientProxies, Nemesis, NemesisOptions, ScheduleThread, plan_proxies
+        from .nemesis.nodestats import NodeStatsSampler
         from .workloads import make_workload
 
         spec = self.spec
@@ -178,6 +180,9 @@ class Run:
             )
             nem.check_supported()
             stack.callback(nem.close)  # refuses later fault starts, then heals
+            if spec.node_stats_interval > 0:
+                sampler = NodeStatsSampler(cluster.nodes, recorder, spec.node_stats_interval)
+                stack.callback(sampler.start().close)  # closed before the history is
 
             stop = threading.Event()
             failure: list[BaseException] = []

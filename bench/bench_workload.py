@@ -1,6 +1,8 @@
 """Throughput of the queue workload vs Kafka's own kafka-producer-perf-test, same cluster.
 
-Starts one 3-node LocalCluster, then:
+Starts one 3-node LocalCluster, warms it up (--warmup seconds of the idempotent queue
+workload, not measured: the brokers' JIT needs a minute or so before their speed
+settles; a cold cluster measured 40-60 % slower), then:
 1. the queue workload without faults, idempotent (no txn), for --seconds, recorded
    to a real history (ops/s = completed ops / main-phase seconds);
 2. the same with --txn (transactions of 1-4 micro-ops);
@@ -8,7 +10,7 @@ Starts one 3-node LocalCluster, then:
    100-byte records, unthrottled) on a fresh RF-3 topic.
 Prints one JSON object; also the load average, since this machine is shared.
 
-    .venv/bin/python bench/bench_workload.py --seconds 20 --concurrency 16,48
+    .venv/bin/python bench/bench_workload.py --seconds 30 --concurrency 16,64
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 from ktrial.clusters.install import resolve
 from ktrial.clusters.local import LocalCluster
 from ktrial.histories.jsonl import HistoryWriter
@@ -48,6 +51,7 @@ def run_queue(
     el = time.monotonic() - t0
     cpu = time.process_time() - cpu0
     writer.close()
+    lat = latencies(out)
     done = sum(n for (_f, ty), n in rec.counts.items() if ty != "invoke")
     by = {f"{f}:{ty}": n for (f, ty), n in sorted(rec.counts.items()) if ty != "invoke"}
     return {
@@ -58,9 +62,41 @@ def run_queue(
         "client_cpu_s": round(cpu, 2),
         "client_cpu_ms_per_op": round(1000 * cpu / max(done, 1), 3),
         "counts": by,
+        "latency_ms": lat,
         "loadavg_1m_before": load0,
         "loadavg_1m_after": os.getloadavg()[0],
     }
+
+
+def latencies(history: Path) -> dict[str, dict[str, float]]:
+    """Median / p90 / mean latency (ms) per kind of completed op; polls split into
+    those that returned records and empty ones (which wait `poll_ms`)."""
+    invoked: dict[Any, int] = {}
+    by: dict[str, list[float]] = {}
+    with history.open("rb") as fh:
+        for line in fh:
+            op = orjson.loads(line)
+            p = op["process"]
+            if op["type"] == "invoke":
+                invoked[p] = op["time"]
+                continue
+            if p not in invoked:
+                continue
+            kind = f"{op['f']}:{op['type']}"
+            if op["f"] == "poll" and op["type"] == "ok":
+                got = any(len(m) > 1 and m[1] for m in op["value"] or [])
+                kind = "poll:ok-records" if got else "poll:ok-empty"
+            by.setdefault(kind, []).append((op["time"] - invoked.pop(p)) / 1e6)
+    out = {}
+    for kind, xs in sorted(by.items()):
+        xs.sort()
+        out[kind] = {
+            "n": len(xs),
+            "p50": round(xs[len(xs) // 2], 1),
+            "p90": round(xs[int(len(xs) * 0.9)], 1),
+            "mean": round(sum(xs) / len(xs), 1),
+        }
+    return out
 
 
 def run_perf_test(cluster: LocalCluster, records: int) -> dict[str, Any]:
@@ -110,12 +146,17 @@ def main() -> None:
         help="worker processes; a comma-separated list runs each in turn",
     )
     ap.add_argument("--perf-records", type=int, default=200000)
+    ap.add_argument(
+        "--warmup", type=float, default=60, help="unmeasured seconds of load first (JIT)"
+    )
     ap.add_argument("--out", default="/tmp/ktrial-bench-workload")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"nproc": os.cpu_count()}
     with LocalCluster(nodes=3) as cluster:
+        if a.warmup > 0:
+            run_queue(cluster, {"concurrency": 64}, a.warmup, out / "warmup.jsonl")
         for c in [int(x) for x in a.concurrency.split(",")]:
             for mode, opts in (("idempotent", {}), ("txn", {"txn": True})):
                 r = run_queue(

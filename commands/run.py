@@ -208,6 +208,14 @@ def workload_options(
     help="Seconds to wait after the final heal before the drain.",
 )
 @click.option(
+    "--node-stats-interval",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between samples of each broker's RSS and page cache, recorded as "
+    "node-stats ops (the checker's memory-growth metric); 0 turns sampling off.",
+)
+@click.option(
     "--drain-timeout",
     type=float,
     default=60.0,
@@ -272,6 +280,7 @@ def run(**kw: Any) -> None:
         nemesis=nem,
         heal_wait=kw["heal_wait"],
         drain_timeout=kw["drain_timeout"],
+        node_stats_interval=kw["node_stats_interval"],
         live=not kw["no_live"],
     )
     try:

@@ -37,7 +37,7 @@ ENDS: dict[str, tuple[str, ...]] = {
 # Ops that end every open fault (the final heal of a run).
 HEAL_ALL = frozenset({"heal", "heal-all", "stop-all"})
 # Schedule bookkeeping, not faults: not drawn.
-NOT_FAULTS = frozenset({"quiet-period"})
+NOT_FAULTS = frozenset({"quiet-period", "node-stats"})  # markers and samples, not faults
 
 # One colour per family, readable on white and distinct from the data markers.
 FAMILY_COLOURS: dict[str, str] = {

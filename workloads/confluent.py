@@ -466,8 +466,10 @@ class ConfluentDriver:
                 (not ok) or errors.must_retire(bad),
                 t0,
             )
-        if last and not self.cfg.txn:
-            # Progress for the group, so the next process assigned this key starts here.
+        if last and not self.cfg.txn and self.cfg.sub_via == "subscribe":
+            # Progress for the group, so the next member the key moves to starts here.
+            # (With assign, new keys start at the beginning: see _start_offsets. Each
+            # commit is a replicated write to __consumer_offsets, so none is made.)
             with contextlib.suppress(KafkaException, RuntimeError):
                 self._require_consumer().commit(
                     offsets=[ck.TopicPartition(t, p, o + 1) for (t, p), o in last.items()],

@@ -1,0 +1,59 @@
+"""node-stats samples: real RSS of real processes, recorded as nemesis ops."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ktrial.histories.jsonl import HistoryWriter, iter_history
+from ktrial.histories.recorder import Recorder
+from ktrial.nemesis.nodestats import F_NODE_STATS, NodeStatsSampler, rss_bytes, sample
+
+
+class ProcNode:
+    def __init__(self, name: str, pid: int | None) -> None:
+        self.name, self._pid, self.cgroup = name, pid, None
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+
+def test_rss_of_a_live_process_and_none_when_gone() -> None:
+    mine = rss_bytes(os.getpid())
+    assert mine is not None and mine > 10 * 2**20  # a Python interpreter is > 10 MiB
+    p = subprocess.Popen(["true"])
+    p.wait()
+    assert rss_bytes(p.pid) is None
+
+
+def test_sample_skips_stopped_and_vanished_nodes() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    nodes: list[Any] = [ProcNode("n1", os.getpid()), ProcNode("n2", None), ProcNode("n3", gone.pid)]
+    s = sample(nodes)
+    assert list(s) == ["n1"]
+    assert (s["n1"]["rss_bytes"] or 0) > 10 * 2**20
+    assert s["n1"]["cache_bytes"] is None  # no cgroup
+
+
+def test_sampler_records_node_stats_ops_until_closed(tmp_path: Path) -> None:
+    writer = HistoryWriter(tmp_path / "h.jsonl")
+    rec = Recorder(writer)
+    sampler = NodeStatsSampler([ProcNode("n1", os.getpid())], rec, interval_s=0.05).start()
+    deadline = time.monotonic() + 5
+    while sampler.samples < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sampler.close()
+    n = sampler.samples
+    time.sleep(0.15)
+    assert sampler.samples == n >= 3  # nothing after close
+    writer.close()
+    ops = list(iter_history(tmp_path / "h.jsonl"))
+    assert len(ops) == n
+    assert all(o.process == "nemesis" and o.type == "info" and o.f == F_NODE_STATS for o in ops)
+    assert all(o.value["n1"]["rss_bytes"] > 0 for o in ops)
+    assert [o.time for o in ops] == sorted(o.time for o in ops)
