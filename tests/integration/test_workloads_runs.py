@@ -93,8 +93,8 @@ def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> No
     opts = {"txn": False, "concurrency": 16, "crash_clients": 200}
     out = run(local_cluster, tmp_path, "queue", opts, 30, {"send:ok": 2000, "poll:ok": 1000})
     assert out.results["valid"] is True, explain(out)
-    assert n(out, "send", "ok") >= 300 and n(out, "poll", "ok") >= 300, out.counts
-    assert n(out, "send", "ok") + n(out, "poll", "ok") >= 800, out.counts
+    assert n(out, "send", "ok") >= 800 and n(out, "poll", "ok") >= 800, out.counts
+    assert n(out, "send", "ok") + n(out, "poll", "ok") >= 2000, out.counts  # thousands
     assert n(out, "crash", "info") >= 1, out.counts
     assert_fully_drained(out)
 
