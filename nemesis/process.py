@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from pathlib import Path
 from typing import Any
 
+from ..clusters import procs
 from ..clusters.base import Node
 from .base import Context, FaultBase, TargetSpec
 
@@ -19,14 +19,13 @@ log = logging.getLogger("ktrial.nemesis")
 
 
 def process_state(pid: int | None) -> str | None:
-    """The state letter of /proc/<pid>/stat (R, S, D, T, Z, ...), None if gone."""
+    """The state letter (R, S, D, T, Z, ...) of the whole process, None if gone.
+
+    'T' only once every thread stopped (see :func:`ktrial.clusters.procs.process_state`).
+    """
     if pid is None:
         return None
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
+    return procs.process_state(pid) or None
 
 
 def wait_state(pid: int | None, state: str, timeout: float) -> bool:
