@@ -10,12 +10,12 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..histories.jsonl import iter_history
-from ..histories.model import Op
-from . import cycles, metrics, order, visibility
+from ..histories.model import NEMESIS, Op
+from . import cycles, liveness, metrics, order, visibility
 from .copy import check_copy, copy_section
 from .logs import build_logs
 from .options import CheckOptions
@@ -43,8 +43,9 @@ def check(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        p = prepare(ops)
-        res = analyse(p, opts, started)
+        nemesis: list[Op] = []
+        p = prepare(_tap_nemesis(ops, nemesis))
+        res = analyse(p, opts, started, nemesis)
         if is_copy:
             assert copy_meta is not None
             merge_anomalies(res, check_copy(ops, copy_meta, opts.max_examples))
@@ -74,7 +75,18 @@ def merge_anomalies(results: dict[str, Any], extra: dict[str, Any]) -> dict[str,
     return results
 
 
-def analyse(p: Prepared, opts: CheckOptions, started: float) -> dict[str, Any]:
+def _tap_nemesis(ops: Iterable[Op], sink: list[Op]) -> Iterator[Op]:
+    """Pass ops through, keeping the nemesis ops: prepare() only counts them, but the
+    liveness analysis needs the heals and the node-stats samples."""
+    for op in ops:
+        if op.process == NEMESIS:
+            sink.append(op)
+        yield op
+
+
+def analyse(
+    p: Prepared, opts: CheckOptions, started: float, nemesis: Sequence[Op] = ()
+) -> dict[str, Any]:
     sub_via = opts.sub_via or ("subscribe" if p.has_subscribe else "assign")
     limit = max(opts.max_examples, 1)
     logs = build_logs(p)
@@ -93,6 +105,9 @@ def analyse(p: Prepared, opts: CheckOptions, started: float) -> dict[str, Any]:
     cyc, timeouts, cycle_stats = cycles.find_cycles(p, logs, opts.ww_deps, opts.cycle_timeout_s)
     found.update(cyc)
     found["cycle-search-timeout"] = timeouts
+    live = liveness.liveness(p, logs, nemesis, opts)
+    if opts.liveness_bad:  # soak jobs: each violation type becomes a (bad) anomaly type
+        found.update(liveness.violations_by_type(live))
 
     res = combine(
         found,
@@ -109,6 +124,7 @@ def analyse(p: Prepared, opts: CheckOptions, started: float) -> dict[str, Any]:
         "latency_ms": latency,
         "realtime_lag": metrics.realtime_lag(p, logs),
         "unseen": {"final": unseen_final, "over_time": unseen_pts},
+        "liveness": live,
     }
     res["stats"] = _stats(p, logs, opts, sub_via, cycle_stats, started)
     return res

@@ -11,6 +11,17 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 SUB_VIAS = ("assign", "subscribe")
+# Liveness thresholds test.json may set (top level, or its workload/options/checker section).
+LIVENESS_NUMBERS = (
+    "liveness_window_s",
+    "starvation_ratio",
+    "starvation_min_offered",
+    "starvation_lag_s",
+    "stuck_s",
+    "recovery_s",
+    "memory_growth_ratio",
+    "memory_growth_min_bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +36,20 @@ class CheckOptions:
     cycle_timeout_s: time budget of the cycle search per strongly connected component.
     max_examples: examples kept per anomaly type (the most telling first).
     copy: reserved for the copy workload's exactly-once checks.
+
+    Liveness (checker/liveness.py, docs/anomalies.md "Liveness"): faults legitimately
+    slow a run down, so liveness violations are reported but only make the run
+    invalid with ``liveness_bad`` (soak jobs that must fail on starvation set it).
+    liveness_window_s: window length of the starvation check.
+    starvation_ratio: a window starves when under this share of the values offered
+        (acknowledged) in it were consumed by its end plus the lag allowance.
+    starvation_min_offered: windows offering fewer values are not judged.
+    starvation_lag_s: the lag allowance; None = the p99 end-to-end latency clamped
+        to [1 s, one window].
+    stuck_s: an acknowledged value unread by ok polls for longer marks its key stuck.
+    recovery_s: sends or reads coming back later than this after a heal are slow.
+    memory_growth_ratio / memory_growth_min_bytes: a node's RSS growing by more than
+        both (share of its first sample, bytes) over the run is flagged.
     """
 
     sub_via: str | None = None
@@ -32,6 +57,15 @@ class CheckOptions:
     cycle_timeout_s: float = 10.0
     max_examples: int = 8
     copy: dict[str, Any] | None = None
+    liveness_bad: bool = False
+    liveness_window_s: float = 10.0
+    starvation_ratio: float = 0.97
+    starvation_min_offered: int = 20
+    starvation_lag_s: float | None = None
+    stuck_s: float = 30.0
+    recovery_s: float = 60.0
+    memory_growth_ratio: float = 0.5
+    memory_growth_min_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.sub_via is not None and self.sub_via not in SUB_VIAS:
@@ -40,6 +74,19 @@ class CheckOptions:
             raise ValueError(f"cycle_timeout_s must be positive, got {self.cycle_timeout_s!r}")
         if self.max_examples < 0:
             raise ValueError(f"max_examples must be >= 0, got {self.max_examples!r}")
+        for name in ("liveness_window_s", "stuck_s", "recovery_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0.0 < self.starvation_ratio <= 1.0:
+            raise ValueError(f"starvation_ratio must be in (0, 1], got {self.starvation_ratio!r}")
+        if self.starvation_lag_s is not None and self.starvation_lag_s < 0:
+            raise ValueError(f"starvation_lag_s must be >= 0, got {self.starvation_lag_s!r}")
+        if self.starvation_min_offered < 1:
+            raise ValueError(
+                f"starvation_min_offered must be >= 1, got {self.starvation_min_offered!r}"
+            )
+        if self.memory_growth_ratio < 0 or self.memory_growth_min_bytes < 0:
+            raise ValueError("memory_growth_ratio and memory_growth_min_bytes must be >= 0")
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -85,6 +132,13 @@ def options_from_test_json(
     copy = _find(meta, "copy")
     if isinstance(copy, dict):
         kw["copy"] = copy
+    lb = _find(meta, "liveness_bad")
+    if isinstance(lb, bool):
+        kw["liveness_bad"] = lb
+    for name in LIVENESS_NUMBERS:
+        v = _find(meta, name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            kw[name] = v
     opts = CheckOptions(**kw)
     if overrides:
         opts = replace(opts, **{k: v for k, v in overrides.items() if v is not None})

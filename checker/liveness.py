@@ -1,0 +1,649 @@
+"""Liveness for soaks: latency, starvation, recovery after heals, stuck keys, memory growth.
+
+Safety says nothing acknowledged was lost; liveness says the system kept making
+progress while it was being hurt. Everything here is a pure function of the
+history (the prepared client ops, the key logs, and the nemesis ops), computed
+in one sort-dominated pass (O(n log n)), and every metric comes with the
+threshold it was judged by, so a soak job can fail on it (``liveness_bad``)
+and a reader can see how close a healthy run came.
+
+The shared ingredient is, for each acknowledged value, *when it was offered*
+(the completion time of the op that wrote it: the ack, or the commit of its
+transaction) and *when it was first consumed* (the completion time of the first
+ok op that read it). Definitions and why they do not false-alarm on a healthy
+run are in docs/anomalies.md, section "Liveness".
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..histories.model import Op
+from .logs import Logs
+from .options import CheckOptions
+from .prepare import Prepared
+
+NS = 1_000_000_000
+UNSET = -1  # "never read": history times are nanoseconds since the run started, never < 0
+VIOLATION_TYPES = ("starvation", "stuck-partition", "slow-recovery", "memory-growth")
+
+# Nemesis ops that end a fault (docs/faults.md): recovery is measured from each.
+HEAL_FS = frozenset(
+    {
+        "stop-partition",
+        "stop-loss",
+        "start",
+        "resume",
+        "memory-release",
+        "toxic-off",
+        "restarted",
+        "stop-rolling-restart",
+        "heal",
+        "heal-all",
+        "stop-all",
+    }
+)
+NODE_STATS = "node-stats"
+_MISSING: Any = object()
+MAX_LISTED = 50  # per-event / per-key lists kept in results.json
+
+
+def is_heal(f: str) -> bool:
+    """A nemesis f that ends a fault; generic `stop-X` ends X (report/faults.py agrees)."""
+    return f in HEAL_FS or (f.startswith("stop-") and f != "stop-")
+
+
+def quantiles(xs: list[float], nd: int = 3) -> dict[str, Any]:
+    """Nearest-rank quantiles as in metrics.py: {n, p50, p90, p99, max} (n=0: no numbers)."""
+    n = len(xs)
+    if not n:
+        return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+    xs.sort()
+
+    def q(f: float) -> float:
+        return round(xs[min(n - 1, int(f * n))], nd)
+
+    return {"n": n, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(xs[-1], nd)}
+
+
+# ----------------------------------------------------------------- first reads
+
+
+def first_reads(p: Prepared, logs: Logs) -> tuple[dict[str, list[int]], dict[tuple[str, Any], int]]:
+    """When each record was first read by an ok op.
+
+    Returns (key -> per dense position the completion time of the first ok op that
+    read it, or UNSET; (key, value) -> the same for records whose values a chunk
+    kept because the log could not give them back). Ops are in completion order,
+    so the first op to cover a position is its first reader; most reads extend a
+    consumer's contiguous prefix, which is filled by slice assignment, the rest
+    (seeks, gaps) one position at a time.
+    """
+    first = {k: [UNSET] * len(kl.values) for k, kl in logs.keys.items()}
+    frontier = dict.fromkeys(first, 0)  # every position below is set
+    scattered = dict.fromkeys(first, 0)  # positions at or past the frontier already set
+    by_value: dict[tuple[str, Any], int] = {}
+    for r in p.ops:
+        if r.type != "ok" or not r.reads or r.comp_time is None:
+            continue
+        t = r.comp_time
+        for k, ps, _i, vals, _offs in r.reads:
+            if vals is not None:
+                for v in vals:
+                    kv = (k, v)
+                    old = by_value.get(kv)
+                    if old is None or t < old:
+                        by_value[kv] = t
+                continue
+            arr = first.get(k)
+            if arr is None:
+                continue
+            f0 = frontier[k]
+            if type(ps) is range:
+                a, b = ps.start, ps.stop
+                if b <= f0:
+                    continue
+                if a <= f0 and not scattered[k]:
+                    arr[f0:b] = [t] * (b - f0)
+                    frontier[k] = b
+                    continue
+            sc = 0
+            for d in ps:
+                if d is not None and d >= f0 and arr[d] == UNSET:
+                    arr[d] = t
+                    sc += 1
+            if sc:
+                sc += scattered[k]
+                n = len(arr)
+                while f0 < n and arr[f0] != UNSET:
+                    f0 += 1
+                    sc -= 1
+                frontier[k] = f0
+                scattered[k] = sc
+    return first, by_value
+
+
+# ---------------------------------------------------------------- acknowledged
+
+
+@dataclass
+class Acked:
+    """Acknowledged values, column-wise (parallel lists), plus per-writer facts."""
+
+    key: list[str] = field(default_factory=list)
+    value: list[Any] = field(default_factory=list)
+    offset: list[int | None] = field(default_factory=list)
+    ack: list[int] = field(default_factory=list)  # writer's completion time
+    read: list[int] = field(default_factory=list)  # first ok read time, or UNSET
+    # committed writers: (invoke time, earliest first read of any value it wrote or UNSET)
+    writer_reads: list[tuple[int, int]] = field(default_factory=list)
+
+
+def acknowledged(p: Prepared, logs: Logs) -> Acked:
+    """Every value an ok op sent (and each value of an info op that an ok op read)."""
+    first, by_value = first_reads(p, logs)
+    out = Acked()
+    committed = logs.committed
+    ok_reads = p.ok_reads
+    keys = logs.keys
+    # Hot loop (one turn per acknowledged value): per-key lookups hoisted, appends bound.
+    cache: dict[str, Any] = {}
+    add_k, add_v, add_o = out.key.append, out.value.append, out.offset.append
+    add_t, add_r, add_w = out.ack.append, out.read.append, out.writer_reads.append
+    for r in p.ops:
+        if not r.writes or r.comp_time is None or not committed[r.id]:
+            continue
+        t = r.comp_time
+        ok = r.type == "ok"
+        earliest = UNSET
+        for k, v, o, _i in r.writes:
+            if not ok and v not in ok_reads.get(k, ()):
+                continue  # an info op's unread value may never have been written
+            c = cache.get(k, _MISSING)
+            if c is _MISSING:
+                kl = keys.get(k)
+                c = cache[k] = (
+                    None if kl is None else (kl.dense, kl.values, kl.first, first[k], kl.offsets)
+                )
+            rt = UNSET
+            if c is not None:
+                dense, vals, fst, arr, offs = c
+                d = None if o is None else dense.get(o)
+                if d is None or vals[d] != v:
+                    d = fst.get(v)
+                if d is not None:
+                    rt = arr[d]
+                    if o is None:
+                        o = offs[d]
+            if by_value:
+                bv = by_value.get((k, v))
+                if bv is not None and (rt == UNSET or bv < rt):
+                    rt = bv
+            add_k(k)
+            add_v(v)
+            add_o(o)
+            add_t(t)
+            add_r(rt)
+            if rt != UNSET and (earliest == UNSET or rt < earliest):
+                earliest = rt
+        add_w((r.inv_time, earliest))
+    return out
+
+
+# -------------------------------------------------------------------- metrics
+
+
+def e2e_latency(a: Acked) -> dict[str, Any]:
+    """Ack -> first ok read, per value, in ms; unread values are counted apart."""
+    xs: list[float] = []
+    early = 0
+    for t, rt in zip(a.ack, a.read, strict=True):
+        if rt == UNSET:
+            continue
+        d = rt - t
+        if d < 0:  # read before the producer heard the ack: legal, counted as 0
+            early += 1
+            d = 0
+        xs.append(d / 1e6)
+    out = quantiles(xs)
+    out["unread"] = len(a.ack) - out["n"]
+    out["read_before_ack"] = early
+    return out
+
+
+def commit_latency(p: Prepared) -> dict[str, Any]:
+    """Latency of ok txn ops (the transaction including its commit), else of ok sends."""
+    by: dict[str, list[float]] = {"txn": [], "send": []}
+    for r in p.ops:
+        if r.type == "ok" and r.f in by and r.comp_time is not None:
+            by[r.f].append((r.comp_time - r.inv_time) / 1e6)
+    f = "txn" if by["txn"] else "send"
+    return {"f": f, **quantiles(by[f])}
+
+
+def lag_allowance(opts: CheckOptions, e2e: dict[str, Any]) -> float:
+    """Seconds a consumer may trail production before a window counts against it."""
+    if opts.starvation_lag_s is not None:
+        return float(opts.starvation_lag_s)
+    p99 = (e2e.get("p99") or 0.0) / 1e3
+    return min(max(p99, 1.0), opts.liveness_window_s)
+
+
+def starvation(
+    a: Acked, t0: int, opts: CheckOptions, allowance_s: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Windows where consumers read under `starvation_ratio` of what was offered.
+
+    offered(w): values acknowledged in window w; consumed(w): how many of those an ok
+    op had read by the end of w plus the lag allowance. Only windows whose end plus
+    the allowance falls before the last acknowledgement are judged (after it,
+    producers stopped and the rest is the drain's job), and only those offering at
+    least `starvation_min_offered` values.
+    """
+    w_ns = int(opts.liveness_window_s * NS)
+    lag_ns = int(allowance_s * NS)
+    offered: dict[int, int] = {}
+    consumed: dict[int, int] = {}
+    base = t0 + lag_ns  # a value of window w counts if read by base + (w + 1) * w_ns
+    for t, rt in zip(a.ack, a.read, strict=True):
+        w = (t - t0) // w_ns
+        offered[w] = offered.get(w, 0) + 1
+        if rt != UNSET and rt <= base + (w + 1) * w_ns:
+            consumed[w] = consumed.get(w, 0) + 1
+    last_ack = max(a.ack, default=t0)
+    judged: list[dict[str, Any]] = []
+    for w in sorted(offered):
+        end = t0 + (w + 1) * w_ns
+        if end + lag_ns > last_ack or offered[w] < opts.starvation_min_offered:
+            continue
+        c = consumed.get(w, 0)
+        judged.append(
+            {
+                "from_s": round(w * w_ns / NS, 3),
+                "to_s": round((w + 1) * w_ns / NS, 3),
+                "offered": offered[w],
+                "consumed": c,
+                "ratio": round(c / offered[w], 4),
+            }
+        )
+    starved = [j for j in judged if j["ratio"] < opts.starvation_ratio]
+    violations: list[dict[str, Any]] = []
+    for run in _runs(starved):
+        off = sum(j["offered"] for j in run)
+        con = sum(j["consumed"] for j in run)
+        worst = min(run, key=lambda j: j["ratio"])
+        violations.append(
+            {
+                "type": "starvation",
+                "from_s": run[0]["from_s"],
+                "to_s": run[-1]["to_s"],
+                "windows": len(run),
+                "offered": off,
+                "consumed": con,
+                "ratio": round(con / off, 4),
+                "worst": worst,
+                "explanation": (
+                    f"consumers starved from {run[0]['from_s']:g} s to {run[-1]['to_s']:g} s: "
+                    f"of {off} values acknowledged there, {con} ({100 * con / off:.1f}%) were "
+                    f"read within {allowance_s:g} s after their window (threshold "
+                    f"{100 * opts.starvation_ratio:g}%); worst window {worst['from_s']:g}-"
+                    f"{worst['to_s']:g} s: {worst['consumed']} of {worst['offered']}"
+                ),
+            }
+        )
+    metric = {
+        "window_s": opts.liveness_window_s,
+        "lag_allowance_s": round(allowance_s, 3),
+        "windows_judged": len(judged),
+        "min_ratio": min((j["ratio"] for j in judged), default=None),
+        "starved_windows": starved[:MAX_LISTED],
+    }
+    return metric, violations
+
+
+def _runs(windows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    """Consecutive windows grouped (one violation per episode, not per window)."""
+    run: list[dict[str, Any]] = []
+    for j in windows:
+        if run and j["from_s"] != run[-1]["to_s"]:
+            yield run
+            run = []
+        run.append(j)
+    if run:
+        yield run
+
+
+def stuck_partitions(
+    a: Acked, t0: int, end: int, opts: CheckOptions
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per key, the acknowledged value that waited longest for its first ok read."""
+    worst: dict[str, int] = {}  # key -> index into a
+    gap_of: dict[str, int] = {}
+    for i, (k, t, rt) in enumerate(zip(a.key, a.ack, a.read, strict=True)):
+        g = (end if rt == UNSET else rt) - t
+        if g > gap_of.get(k, -1):
+            gap_of[k] = g
+            worst[k] = i
+    limit = int(opts.stuck_s * NS)
+    violations: list[dict[str, Any]] = []
+    for k in sorted(worst, key=lambda k: -gap_of[k]):
+        if gap_of[k] <= limit:
+            break
+        i = worst[k]
+        rt = a.read[i]
+        secs = round(gap_of[k] / NS, 3)
+        how = (
+            f"first read {secs:g} s later (t={(rt - t0) / NS:.1f} s)"
+            if rt != UNSET
+            else f"never read by an ok poll ({secs:g} s until the end of the history)"
+        )
+        violations.append(
+            {
+                "type": "stuck-partition",
+                "key": k,
+                "value": a.value[i],
+                "offset": a.offset[i],
+                "acked_s": round((a.ack[i] - t0) / NS, 3),
+                "read_s": None if rt == UNSET else round((rt - t0) / NS, 3),
+                "stuck_s": secs,
+                "explanation": (
+                    f"key {k} was stuck: value {a.value[i]!r} at offset {a.offset[i]} was "
+                    f"acknowledged at t={(a.ack[i] - t0) / NS:.1f} s and {how}; threshold "
+                    f"{opts.stuck_s:g} s"
+                ),
+            }
+        )
+    metric = {
+        "max_unread_s": round(max(gap_of.values(), default=0) / NS, 3),
+        "stuck_keys": len(violations),
+        "keys": [{k: v for k, v in x.items() if k != "type"} for x in violations[:MAX_LISTED]],
+    }
+    return metric, violations
+
+
+def recovery(
+    p: Prepared, a: Acked, heals: Sequence[Op], opts: CheckOptions
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Time from each heal to the first ok send invoked after it, and to the first ok
+    read of a value whose writer was invoked after it.
+
+    A time is null when nothing of the kind succeeded after the heal. That is a
+    violation only when attempts went on failing for at least `recovery_s` after
+    the heal (sends: a writer invoked that late; reads: a poll invoked that late
+    while post-heal values were acknowledged); otherwise the run simply ended or
+    stopped producing (the final heal before the drain) and it is "not measured".
+    """
+    t0 = p.first_time or 0
+    ok_sends = sorted(
+        (r.inv_time, r.comp_time)
+        for r in p.ops
+        if r.type == "ok" and r.writes and r.comp_time is not None
+    )
+    send_inv = [x[0] for x in ok_sends]
+    send_done = _suffix_min([x[1] for x in ok_sends])
+    last_send_try = max((r.inv_time for r in p.ops if r.writes), default=None)
+    last_poll_try = max((r.inv_time for r in p.ops if r.reads or r.f == "poll"), default=None)
+    wr = sorted(a.writer_reads)
+    wr_inv = [x[0] for x in wr]
+    wr_read = _suffix_min([x[1] if x[1] != UNSET else _BIG for x in wr])
+    limit = opts.recovery_s
+    events: list[dict[str, Any]] = []
+    violations: list[dict[str, Any]] = []
+    for op in heals:
+        h = op.time
+        i = bisect_left(send_inv, h)
+        send_s = (send_done[i] - h) / NS if i < len(send_done) else None
+        j = bisect_left(wr_inv, h)
+        read_s = (wr_read[j] - h) / NS if j < len(wr_read) and wr_read[j] != _BIG else None
+        post_values = j < len(wr_inv)
+        ev: dict[str, Any] = {
+            "f": op.f,
+            "index": op.index,
+            "time_s": round((h - t0) / NS, 3),
+            "value": op.value,
+            "send_s": None if send_s is None else round(max(send_s, 0.0), 3),
+            "read_s": None if read_s is None else round(max(read_s, 0.0), 3),
+        }
+        slow: list[str] = []
+        for what, s, last_try, measurable in (
+            ("sends", send_s, last_send_try, True),
+            ("reads", read_s, last_poll_try, post_values),
+        ):
+            if s is not None:
+                if s > limit:
+                    slow.append(f"{what} took {s:.1f} s to succeed again")
+            elif measurable and last_try is not None and (last_try - h) / NS >= limit:
+                slow.append(
+                    f"{what} never succeeded again (attempts went on for "
+                    f"{(last_try - h) / NS:.1f} s)"
+                )
+            else:
+                ev[f"{what[:-1]}_note"] = "not measured: no attempts long enough after the heal"
+        events.append(ev)
+        if slow:
+            violations.append(
+                {
+                    "type": "slow-recovery",
+                    "f": op.f,
+                    "index": op.index,
+                    "time_s": ev["time_s"],
+                    "send_s": ev["send_s"],
+                    "read_s": ev["read_s"],
+                    "explanation": (
+                        f"after {op.f} (op {op.index}) at t={ev['time_s']:.1f} s, "
+                        + " and ".join(slow)
+                        + f"; threshold {limit:g} s"
+                    ),
+                }
+            )
+    sends = [e["send_s"] for e in events if e["send_s"] is not None]
+    reads = [e["read_s"] for e in events if e["read_s"] is not None]
+    metric = {
+        "heals": len(events),
+        "max_send_s": max(sends, default=None),
+        "max_read_s": max(reads, default=None),
+        "events": events[:MAX_LISTED],
+    }
+    return metric, violations
+
+
+_BIG = 1 << 62
+
+
+def _suffix_min(xs: list[int]) -> list[int]:
+    out = list(xs)
+    for i in range(len(out) - 2, -1, -1):
+        if out[i + 1] < out[i]:
+            out[i] = out[i + 1]
+    return out
+
+
+def memory_growth(
+    samples: Sequence[Op], t0: int, opts: CheckOptions
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per node RSS from `node-stats` ops: first/last/max, least-squares slope, growth."""
+    series: dict[str, list[tuple[int, int]]] = {}
+    for op in samples:
+        if not isinstance(op.value, dict):
+            continue
+        for node, st in op.value.items():
+            rss = st.get("rss_bytes") if isinstance(st, dict) else None
+            if isinstance(rss, int) and not isinstance(rss, bool):
+                series.setdefault(str(node), []).append((op.time, rss))
+    nodes: dict[str, Any] = {}
+    violations: list[dict[str, Any]] = []
+    for node in sorted(series):
+        pts = series[node]
+        first, last = pts[0][1], pts[-1][1]
+        growth = last - first
+        info: dict[str, Any] = {
+            "samples": len(pts),
+            "first_bytes": first,
+            "last_bytes": last,
+            "max_bytes": max(r for _t, r in pts),
+            "growth_bytes": growth,
+            "bytes_per_min": round(_slope(pts) * 60 * NS, 1) if len(pts) >= 2 else None,
+        }
+        flagged = (
+            len(pts) >= 3
+            and growth > opts.memory_growth_ratio * first
+            and growth > opts.memory_growth_min_bytes
+        )
+        info["flagged"] = flagged
+        nodes[node] = info
+        if flagged:
+            mib = 1024 * 1024
+            violations.append(
+                {
+                    "type": "memory-growth",
+                    "node": node,
+                    **{k: v for k, v in info.items() if k != "flagged"},
+                    "explanation": (
+                        f"node {node}'s RSS grew from {first / mib:.0f} MiB to {last / mib:.0f} "
+                        f"MiB (+{growth / mib:.0f} MiB, +{100 * growth / max(first, 1):.0f}%; "
+                        f"trend {info['bytes_per_min'] / mib:+.1f} MiB/min over {len(pts)} "
+                        f"samples, t={(pts[0][0] - t0) / NS:.0f}-{(pts[-1][0] - t0) / NS:.0f} s); "
+                        f"threshold +{100 * opts.memory_growth_ratio:g}% and "
+                        f"+{opts.memory_growth_min_bytes / mib:g} MiB"
+                    ),
+                }
+            )
+    return {"nodes": nodes}, violations
+
+
+def _slope(pts: list[tuple[int, int]]) -> float:
+    """Least-squares slope of bytes over ns (0 when every sample has the same time)."""
+    n = len(pts)
+    mt = sum(t for t, _ in pts) / n
+    mr = sum(r for _, r in pts) / n
+    den = sum((t - mt) ** 2 for t, _ in pts)
+    if den == 0:
+        return 0.0
+    return sum((t - mt) * (r - mr) for t, r in pts) / den
+
+
+# ---------------------------------------------------------------------- entry
+
+
+def thresholds(opts: CheckOptions) -> dict[str, Any]:
+    return {
+        "liveness_bad": opts.liveness_bad,
+        "window_s": opts.liveness_window_s,
+        "starvation_ratio": opts.starvation_ratio,
+        "starvation_min_offered": opts.starvation_min_offered,
+        "starvation_lag_s": opts.starvation_lag_s,
+        "stuck_s": opts.stuck_s,
+        "recovery_s": opts.recovery_s,
+        "memory_growth_ratio": opts.memory_growth_ratio,
+        "memory_growth_min_bytes": opts.memory_growth_min_bytes,
+    }
+
+
+def liveness(p: Prepared, logs: Logs, nemesis: Sequence[Op], opts: CheckOptions) -> dict[str, Any]:
+    """results["metrics"]["liveness"]: each metric, the thresholds, the violations, and
+    ``checks`` (one verdict per check, for junit.xml and the report)."""
+    t0 = p.first_time or 0
+    end = p.last_time or t0
+    a = acknowledged(p, logs)
+    e2e = e2e_latency(a)
+    commit = commit_latency(p)
+    allowance = lag_allowance(opts, e2e)
+    starv, v_starv = starvation(a, t0, opts, allowance)
+    stuck, v_stuck = stuck_partitions(a, t0, end, opts)
+    heals = [op for op in nemesis if op.type == "info" and is_heal(op.f)]
+    rec, v_rec = recovery(p, a, heals, opts)
+    stats = [op for op in nemesis if op.f == NODE_STATS]
+    mem, v_mem = memory_growth(stats, t0, opts)
+    mem["samples"] = len(stats)
+    violations = v_starv + v_stuck + v_rec + v_mem
+    bad = opts.liveness_bad
+
+    def verdict(ok: bool, value: Any, threshold: Any, text: str) -> dict[str, Any]:
+        return {
+            "ok": ok,
+            "bad": bad and not ok,
+            "value": value,
+            "threshold": threshold,
+            "explanation": text,
+        }
+
+    checks = {
+        "e2e-latency": verdict(
+            True,
+            e2e["p99"],
+            None,
+            f"end-to-end (ack to first read) over {e2e['n']} values: p50 {e2e['p50']} ms, "
+            f"p99 {e2e['p99']} ms, max {e2e['max']} ms; {e2e['unread']} acknowledged "
+            f"values never read",
+        ),
+        "commit-latency": verdict(
+            True,
+            commit["p99"],
+            None,
+            f"ok {commit['f']} latency over {commit['n']} ops: p50 {commit['p50']} ms, "
+            f"p99 {commit['p99']} ms, max {commit['max']} ms",
+        ),
+        "starvation": verdict(
+            not v_starv,
+            starv["min_ratio"],
+            opts.starvation_ratio,
+            v_starv[0]["explanation"]
+            + (f" (+{len(v_starv) - 1} more episodes)" if len(v_starv) > 1 else "")
+            if v_starv
+            else f"{starv['windows_judged']} windows of {opts.liveness_window_s:g} s judged, "
+            f"lowest consumed/offered {starv['min_ratio']} (lag allowance "
+            f"{starv['lag_allowance_s']:g} s)",
+        ),
+        "stuck-partition": verdict(
+            not v_stuck,
+            stuck["max_unread_s"],
+            opts.stuck_s,
+            f"{len(v_stuck)} stuck keys; " + v_stuck[0]["explanation"]
+            if v_stuck
+            else f"longest an acknowledged value waited to be read: {stuck['max_unread_s']:g} s",
+        ),
+        "slow-recovery": verdict(
+            not v_rec,
+            max((x for x in (rec["max_send_s"], rec["max_read_s"]) if x is not None), default=None),
+            opts.recovery_s,
+            f"{len(v_rec)} of {rec['heals']} heals slow; " + v_rec[0]["explanation"]
+            if v_rec
+            else f"{rec['heals']} heals; slowest recovery: sends {rec['max_send_s']} s, "
+            f"reads {rec['max_read_s']} s",
+        ),
+        "memory-growth": verdict(
+            not v_mem,
+            max((n["growth_bytes"] for n in mem["nodes"].values()), default=None),
+            opts.memory_growth_min_bytes,
+            "; ".join(v["explanation"] for v in v_mem)
+            if v_mem
+            else (
+                f"{len(mem['nodes'])} nodes sampled {len(stats)} times, none grew past the "
+                f"threshold"
+                if stats
+                else "no node-stats samples in the history"
+            ),
+        ),
+    }
+    return {
+        "e2e_latency_ms": e2e,
+        "commit_latency_ms": commit,
+        "starvation": starv,
+        "stuck_partitions": stuck,
+        "recovery": rec,
+        "memory": mem,
+        "thresholds": thresholds(opts),
+        "violations": violations,
+        "checks": checks,
+    }
+
+
+def violations_by_type(live: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Violations grouped by type: the anomalies they become with ``liveness_bad``."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for v in live.get("violations", ()):
+        out.setdefault(v["type"], []).append(v)
+    return out
