@@ -25,6 +25,7 @@ from typing import Any
 
 from . import __version__
 from .checker import check_file, options_from_test_json
+from .clusters.base import Unsupported
 from .histories import HistoryWriter, Recorder
 from .histories.store import RunDir, create_run, write_json
 
@@ -54,6 +55,10 @@ class RunSpec:
     heal_wait: float = 5.0
     drain_timeout: float = 60.0
     node_stats_interval: float = 5.0  # 0: no node-stats samples
+    # --cluster external: brokers ktrial did not start (clusters/external.py)
+    bootstrap: str = ""
+    hooks: dict[str, str] = field(default_factory=dict)
+    keep_topics: bool = False
     live: bool = True
 
 
@@ -149,7 +154,10 @@ class Run:
             plan = plan_proxies(spec.nodes) if nem_opts.needs_toxiproxy else None
             if plan is not None:
                 cluster.client_advertise = plan.advertise
-            self.say(f"starting {spec.nodes} Kafka nodes ({spec.profile} profile)...")
+            if cluster.kind == "external":
+                self.say(f"external cluster at {cluster.bootstrap_servers}")
+            else:
+                self.say(f"starting {spec.nodes} Kafka nodes ({spec.profile} profile)...")
             stack.callback(cluster.teardown)
             stack.callback(self._collect_logs, cluster, run_dir)
             cluster.start(wait=False)
@@ -242,6 +250,16 @@ class Run:
 
     def _make_cluster(self, stack: contextlib.ExitStack, nem_opts: Any) -> Any:
         spec = self.spec
+        if spec.cluster == "external":
+            from .clusters.external import ExternalCluster
+
+            ext = ExternalCluster(spec.bootstrap, spec.hooks, keep_topics=spec.keep_topics)
+            refused = {
+                f: why for f, why in ext.unsupported_faults().items() if f in nem_opts.all_faults()
+            }
+            if refused:
+                raise Unsupported("; ".join(f"{f}: {why}" for f, why in refused.items()))
+            return ext
         if spec.cluster != "local":
             raise ValueError(f"cluster backend {spec.cluster!r} is not available; use local")
         from .clusters.local import LocalCluster

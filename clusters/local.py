@@ -32,6 +32,7 @@ from typing import Any
 
 from . import cgroups, netns
 from . import state as statemod
+from .admin import admin_client, create_topics, out_of_sync
 from .base import Unsupported
 from .install import DEFAULT_KAFKA_VERSION, KafkaInstall, require_java, resolve
 from .kafka_config import (
@@ -656,15 +657,8 @@ class LocalCluster:
     # ------------------------------------------------------------ readiness
 
     def _admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "socket.timeout.ms": 5000,
-            # librdkafka's connection errors while brokers boot are expected noise
-            "logger": logging.getLogger("ktrial.clusters.admin"),
-        }
-        return AdminClient(conf)
+        # librdkafka's connection errors while brokers boot are expected noise
+        return admin_client(self.bootstrap_servers, "ktrial.clusters.admin")
 
     def _not_running(self) -> list[LocalNode]:
         return [n for n in self._nodes if not n.is_running()]
@@ -718,23 +712,8 @@ class LocalCluster:
 
     def _out_of_sync(self, admin: Any, topics: Sequence[str]) -> tuple[list[LocalNode], str]:
         """Nodes that should be but are not in some partition's ISR, and a reason text."""
-        md = admin.list_topics(timeout=5)
-        missing: set[int] = set()
-        reasons = []
-        for t in topics:
-            tm = md.topics.get(t)
-            if tm is None or tm.error is not None:
-                reasons.append(f"topic {t} not in metadata ({tm.error if tm else 'absent'})")
-                continue
-            for p in tm.partitions.values():
-                if p.leader < 0:
-                    reasons.append(f"{t}/{p.id} has no leader")
-                lag = set(p.replicas) - set(p.isrs)
-                if lag:
-                    missing |= lag
-                    reasons.append(f"{t}/{p.id} replicas {p.replicas} isr {p.isrs}")
-        nodes = [n for n in self._nodes if n.node_id in missing]
-        return nodes, "; ".join(reasons[:5])
+        missing, why = out_of_sync(admin, topics)
+        return [n for n in self._nodes if n.node_id in missing], why
 
     def _create(
         self,
@@ -743,21 +722,7 @@ class LocalCluster:
         rf: int,
         config: Mapping[str, str] | None = None,
     ) -> None:
-        from confluent_kafka import KafkaError
-        from confluent_kafka.admin import NewTopic
-
-        new = [
-            NewTopic(t, num_partitions=p, replication_factor=rf, config=dict(config or {}))
-            for t, p in topics.items()
-        ]
-        for t, fut in admin.create_topics(new, operation_timeout=30, request_timeout=30).items():
-            try:
-                fut.result()
-            except Exception as e:
-                err = e.args[0] if e.args else None
-                if getattr(err, "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                raise RuntimeError(f"creating topic {t} failed: {e}") from e
+        create_topics(admin, topics, rf, config)
 
     def create_topics(
         self,

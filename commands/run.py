@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..clusters.external import parse_hooks
 from ..nemesis import nemesis_options, options_from_kwargs
 from ..run import Run, RunSpec, default_store
 
@@ -129,10 +130,31 @@ def workload_options(
 @click.option(
     "--cluster",
     "cluster_kind",
-    type=click.Choice(["local"]),
+    type=click.Choice(["local", "external"]),
     default="local",
     show_default=True,
-    help="Where brokers run.",
+    help="Where brokers run: local (embedded, started by ktrial) or external (an existing "
+    "cluster at --bootstrap; process faults through --hook commands).",
+)
+@click.option(
+    "--bootstrap",
+    default="",
+    metavar="HOST:PORT,...",
+    help="Bootstrap servers of an external cluster (with --cluster external).",
+)
+@click.option(
+    "--hook",
+    "hooks",
+    multiple=True,
+    metavar="ACTION=COMMAND",
+    help="External cluster: shell command for kill/start/stop/pause/resume of one broker, "
+    "with {name} {id} {host} {port} filled in; repeatable. "
+    "E.g. --hook kill='ssh {host} sudo systemctl kill -s KILL kafka'.",
+)
+@click.option(
+    "--keep-topics",
+    is_flag=True,
+    help="External cluster: keep the run's topics (default: deleted at teardown).",
 )
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option(
@@ -263,6 +285,14 @@ def run(**kw: Any) -> None:
     consumer = parse_overrides(kw["consumer_config"], "--consumer-config")
     if consumer:
         wopts["consumer_config"] = {**wopts.get("consumer_config", {}), **consumer}
+    try:
+        hooks = parse_hooks(kw["hooks"])
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--hook") from None
+    if kw["cluster_kind"] == "external" and not kw["bootstrap"].strip():
+        raise click.UsageError("--cluster external needs --bootstrap HOST:PORT[,HOST:PORT...]")
+    if kw["cluster_kind"] != "external" and (kw["bootstrap"] or hooks or kw["keep_topics"]):
+        raise click.UsageError("--bootstrap, --hook and --keep-topics need --cluster external")
     spec = RunSpec(
         name=kw["name"] or workload,
         store=kw["store"],
@@ -281,6 +311,9 @@ def run(**kw: Any) -> None:
         heal_wait=kw["heal_wait"],
         drain_timeout=kw["drain_timeout"],
         node_stats_interval=kw["node_stats_interval"],
+        bootstrap=kw["bootstrap"],
+        hooks=hooks,
+        keep_topics=kw["keep_topics"],
         live=not kw["no_live"],
     )
     try:

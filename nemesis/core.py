@@ -122,8 +122,13 @@ class Nemesis:
         """Fault family -> why this cluster cannot run it (empty: all fine)."""
         out: dict[str, str] = {}
         nodes = list(self.cluster.nodes)
+        # A backend may know better (e.g. external: faults need the user's hooks).
+        backend = getattr(self.cluster, "unsupported_faults", None)
+        refused: dict[str, str] = backend() if callable(backend) else {}
         for name in names if names is not None else self.faults:
-            if name in ("partition", "loss") and len({n.address for n in nodes}) < len(nodes):
+            if name in refused:
+                out[name] = refused[name]
+            elif name in ("partition", "loss") and len({n.address for n in nodes}) < len(nodes):
                 out[name] = "nodes share one address (no network namespaces; drop --no-netns)"
             elif name == "memory" and not all(n.cgroup for n in nodes):
                 out[name] = "nodes have no memory cgroups (needs root and a memory hierarchy)"

@@ -1,0 +1,346 @@
+"""The `external` backend: brokers ktrial did not start (MSK, Redpanda, a staging cluster).
+
+ktrial knows only the bootstrap servers. The brokers are discovered through the admin
+API (one node per broker id: ``n<id>``). Process faults run the user's *hooks*: shell
+commands for kill / start / stop / pause / resume, e.g.
+
+    --hook kill='ssh {host} sudo systemctl kill -s KILL kafka'
+    --hook start='ssh {host} sudo systemctl start kafka'
+
+Placeholders ``{name}`` (n1), ``{id}`` (broker id), ``{host}`` and ``{port}`` (the
+broker's advertised client address) are filled in, and the same values are in the
+environment as KTRIAL_NODE, KTRIAL_NODE_ID, KTRIAL_HOST, KTRIAL_PORT. A fault whose
+hooks are missing is refused before the run starts, naming the flag to add.
+Partitions, packet loss and memory pressure need access to the brokers' network and
+cgroups, and Toxiproxy needs brokers that advertise the proxies: all unavailable here.
+
+Teardown deletes the topics this run created (unless ``keep_topics``): nothing is
+left behind on somebody else's cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .admin import admin_client, create_topics, out_of_sync
+from .base import Unsupported
+
+log = logging.getLogger(__name__)
+
+HOOKS = ("kill", "start", "stop", "pause", "resume")
+# Fault family -> the hooks it needs (its start and its undo).
+FAMILY_HOOKS: dict[str, tuple[str, ...]] = {
+    "kill": ("kill", "start"),
+    "stop": ("stop", "start"),
+    "restart": ("stop", "start"),
+    "pause": ("pause", "resume"),
+}
+NO_ACCESS = {
+    "partition": "ktrial cannot reach an external cluster's network (no namespaces)",
+    "loss": "ktrial cannot reach an external cluster's network (no namespaces)",
+    "memory": "ktrial cannot reach an external cluster's memory cgroups",
+    "toxic": "the brokers advertise their own addresses, so clients would bypass a "
+    "Toxiproxy in front of them",
+}
+
+
+class HookError(RuntimeError):
+    """A user hook failed; the message names the hook, the node and the command's output."""
+
+
+def parse_hooks(pairs: Sequence[str]) -> dict[str, str]:
+    """`action=command` strings (from --hook) into a dict; errors name the bad item."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        action, sep, cmd = pair.partition("=")
+        action = action.strip()
+        if not sep or not cmd.strip():
+            raise ValueError(f"--hook expects ACTION=COMMAND, got {pair!r}")
+        if action not in HOOKS:
+            raise ValueError(f"--hook {action!r}: unknown action; known: {', '.join(HOOKS)}")
+        out[action] = cmd
+    return out
+
+
+def render_hook(template: str, fields: Mapping[str, Any]) -> str:
+    """Fill {name} {id} {host} {port} into a hook command (pure); a bad placeholder says so."""
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"hook {template!r}: bad placeholder ({e}); use {{name}} {{id}} {{host}} {{port}} "
+            "(double the braces for literal ones)"
+        ) from None
+
+
+class ExternalNode:
+    """One broker of an external cluster; process operations go through hooks."""
+
+    def __init__(self, cluster: ExternalCluster, node_id: int, host: str, port: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.name = f"n{node_id}"
+        self.host, self.port = host, port
+        # What ktrial last did to it: an external broker is assumed running until then.
+        self.state = "running"
+
+    @property
+    def address(self) -> str:
+        return self.host
+
+    @property
+    def client_bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def cgroup(self) -> str | None:
+        return None
+
+    @property
+    def paused(self) -> bool:
+        return self.state == "paused"
+
+    @property
+    def log_paths(self) -> Sequence[Path]:
+        return []
+
+    def is_running(self) -> bool:
+        return self.state != "stopped"
+
+    def fields(self) -> dict[str, Any]:
+        return {"name": self.name, "id": self.node_id, "host": self.host, "port": self.port}
+
+    def _hook(self, action: str, timeout: float = 120.0) -> str:
+        template = self.cluster.hooks.get(action)
+        if template is None:
+            raise Unsupported(
+                f"external cluster: no {action} hook for {self.name}; add "
+                f"--hook {action}='COMMAND' (placeholders {{name}} {{id}} {{host}} {{port}})"
+            )
+        cmd = render_hook(template, self.fields())
+        env = dict(
+            os.environ,
+            KTRIAL_NODE=self.name,
+            KTRIAL_NODE_ID=str(self.node_id),
+            KTRIAL_HOST=self.host,
+            KTRIAL_PORT=str(self.port),
+        )
+        log.info("%s: %s hook: %s", self.name, action, cmd)
+        try:
+            p = subprocess.run(
+                ["sh", "-c", cmd], env=env, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise HookError(
+                f"{action} hook for {self.name} did not finish within {timeout:.0f}s: {cmd}"
+            ) from None
+        if p.returncode != 0:
+            raise HookError(
+                f"{action} hook for {self.name} exited with {p.returncode}: {cmd}\n"
+                f"{(p.stderr or p.stdout).strip()[-500:]}"
+            )
+        return p.stdout
+
+    def start(self) -> None:
+        self._hook("start")
+        self.state = "running"
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._hook("stop", timeout=max(timeout, 1.0) + 30.0)
+        self.state = "stopped"
+
+    def kill(self) -> None:
+        self._hook("kill")
+        self.state = "stopped"
+
+    def pause(self) -> None:
+        self._hook("pause")
+        self.state = "paused"
+
+    def resume(self) -> None:
+        self._hook("resume")
+        self.state = "running"
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
+        raise Unsupported(f"external cluster: cannot run commands inside {self.name}")
+
+
+class ExternalCluster:
+    """Brokers at `bootstrap`, discovered through the admin API; faults through hooks."""
+
+    kind = "external"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        hooks: Mapping[str, str] | None = None,
+        keep_topics: bool = False,
+        admin_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not bootstrap.strip():
+            raise ValueError("external cluster: --bootstrap HOST:PORT[,HOST:PORT...] is required")
+        self._bootstrap = bootstrap.strip()
+        self.hooks = dict(hooks or {})
+        for action, template in self.hooks.items():
+            if action not in HOOKS:
+                raise ValueError(f"external cluster: unknown hook {action!r}")
+            render_hook(template, {"name": "n1", "id": 1, "host": "h", "port": 9092})
+        self.keep_topics = keep_topics
+        self.admin_config = dict(admin_config or {})
+        self._nodes: list[ExternalNode] = []
+        self.created_topics: list[str] = []
+        self.client_advertise = None  # brokers advertise themselves; see NO_ACCESS["toxic"]
+        self.broker_versions: list[str] = []
+
+    # ------------------------------------------------------------ Cluster interface
+    @property
+    def nodes(self) -> Sequence[ExternalNode]:
+        return list(self._nodes)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap
+
+    def node(self, name: str) -> ExternalNode:
+        for n in self._nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"external cluster has no node {name!r}: {[n.name for n in self._nodes]}")
+
+    def _admin(self) -> Any:
+        return admin_client(self._bootstrap, "ktrial.clusters.external", self.admin_config)
+
+    def start(self, wait: bool = True, timeout: float = 60.0) -> None:
+        """Nothing to start: discover the brokers (waiting up to `timeout` if asked)."""
+        if wait:
+            self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the admin API answers with the brokers and a controller; nodes discovered."""
+        deadline = time.monotonic() + timeout
+        admin = self._admin()
+        why = "no answer"
+        while True:
+            try:
+                desc = admin.describe_cluster(request_timeout=5).result(10)
+                brokers = sorted(desc.nodes, key=lambda n: n.id)
+                if brokers:
+                    old = {n.node_id: n for n in self._nodes}
+                    self._nodes = [
+                        old.get(b.id) or ExternalNode(self, b.id, b.host, b.port) for b in brokers
+                    ]
+                    return
+                why = "no brokers in the cluster description"
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"external cluster at {self._bootstrap} not reachable within "
+                    f"{timeout:.0f}s ({why}); check --bootstrap and that this machine can "
+                    "reach every broker's advertised address"
+                )
+            time.sleep(1.0)
+
+    def create_topics(
+        self,
+        topics: dict[str, int],
+        replication_factor: int = 3,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Create topics (RF capped at the broker count); wait until every replica is in sync."""
+        admin = self._admin()
+        rf = max(1, min(replication_factor, len(self._nodes) or replication_factor))
+        self.created_topics += create_topics(admin, topics, rf, config)
+        deadline = time.monotonic() + timeout
+        why = ""
+        while time.monotonic() < deadline:
+            try:
+                _, why = out_of_sync(admin, list(topics))
+                if not why:
+                    return
+            except Exception as e:
+                why = str(e)
+            time.sleep(0.3)
+        raise RuntimeError(f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}")
+
+    def unsupported_faults(self) -> dict[str, str]:
+        """Fault family -> why it cannot run here (the nemesis refuses it before the run)."""
+        out = dict(NO_ACCESS)
+        for family, needed in FAMILY_HOOKS.items():
+            missing = [h for h in needed if h not in self.hooks]
+            if missing:
+                out[family] = "external cluster: add " + " ".join(
+                    f"--hook {h}='COMMAND'" for h in missing
+                )
+        return out
+
+    def unavailable_faults(self) -> list[str]:
+        return sorted(self.unsupported_faults())
+
+    def heal(self, timeout: float = 120.0) -> None:
+        """Resume what ktrial paused and start what it stopped, then rediscover."""
+        for n in self._nodes:
+            if n.state == "paused":
+                n.resume()
+            elif n.state == "stopped":
+                n.start()
+        self.wait_ready(timeout)
+
+    def metadata(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "bootstrap_servers": self._bootstrap,
+            "nodes": len(self._nodes),
+            "addresses": {n.name: n.client_bootstrap for n in self._nodes},
+            "hooks": dict(self.hooks),
+            "broker_versions": self.broker_versions,
+            "unavailable_faults": self.unavailable_faults(),
+        }
+
+    def collect_logs(self, dest: Path) -> None:
+        """External brokers' logs are not ktrial's to copy."""
+
+    def teardown(self) -> None:
+        """Delete the topics this run created (unless keep_topics); safe to call twice."""
+        topics, self.created_topics = self.created_topics, []
+        if not topics or self.keep_topics:
+            return
+        try:
+            admin = self._admin()  # referenced until the futures resolve
+            futures = admin.delete_topics(topics, operation_timeout=30)
+            for t, fut in futures.items():
+                try:
+                    fut.result(60)
+                except Exception as e:
+                    log.warning("could not delete topic %s: %s", t, e)
+            # Deletion is asynchronous on the brokers: wait (bounded) until it shows.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if not set(topics) & set(admin.list_topics(timeout=10).topics):
+                    return
+                time.sleep(0.5)
+            log.warning("topics %s still listed 30 s after their deletion", topics)
+        except Exception as e:
+            log.warning("could not delete this run's topics %s: %s", topics, e)
+
+    def __enter__(self) -> ExternalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
