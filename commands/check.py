@@ -18,6 +18,7 @@ import orjson
 
 from ..checker import CheckOptions, options_from_test_json
 from ..checker import check as run_check
+from ..checker.liveness import VIOLATION_TYPES
 from ..histories.edn import iter_any_history
 from ..histories.jsonl import HistoryError, TornLineWarning
 from ..histories.model import Op
@@ -112,6 +113,8 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
         lines.append("  nothing could be checked: no op read anything")
     bad = set(res["bad_error_types"])
     for name in res["error_types"]:
+        if name in VIOLATION_TYPES:
+            continue  # liveness_lines() tells these
         a = res["anomalies"][name]
         tag = "BAD " if name in bad else "ok  "
         lines.append(f"  {tag}{name}: {a['count']:,}")
@@ -123,8 +126,33 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
             f"  worst realtime lag {lag['lag_ms']:,.0f} ms on key {lag['key']} "
             f"(process {lag['process']}, t={lag['time_s']:.1f} s)"
         )
+    lines.extend(liveness_lines(res))
     lines.append(f"  results: {out}")
     return "\n".join(lines)
+
+
+def liveness_lines(res: dict[str, Any]) -> list[str]:
+    """One line per liveness violation type, counted, with its first explanation."""
+    live = res.get("metrics", {}).get("liveness")
+    if not isinstance(live, dict):
+        return []
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for v in live.get("violations") or []:
+        by_type.setdefault(v["type"], []).append(v)
+    bad = set(res.get("bad_error_types") or [])
+    out = []
+    for t, vs in by_type.items():
+        tag = "BAD " if t in bad else "warn"
+        out.append(f"  {tag} liveness {t}: {len(vs):,} — {vs[0].get('explanation', '')}")
+    if by_type and not bad.intersection(by_type):
+        out.append("        (liveness is reported, not judged; --liveness-bad fails the run on it)")
+    e2e = live.get("e2e_latency_ms") or {}
+    if e2e.get("n"):
+        out.append(
+            f"  end-to-end latency p50 {e2e['p50']:,.0f} ms, p99 {e2e['p99']:,.0f} ms, "
+            f"max {e2e['max']:,.0f} ms over {e2e['n']:,} values"
+        )
+    return out
 
 
 @click.command("check")
@@ -162,6 +190,75 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
     default=None,
     help="Examples kept per anomaly type (default 8).",
 )
+@click.option(
+    "--liveness-bad/--no-liveness-bad",
+    default=None,
+    help="Liveness violations (starvation, stuck partitions, slow recovery, memory growth) "
+    "make the run invalid, for soak jobs (default: test.json's liveness_bad, else off).",
+)
+@click.option(
+    "--window",
+    "liveness_window_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Starvation window (default 10).",
+)
+@click.option(
+    "--starvation-ratio",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=None,
+    metavar="SHARE",
+    help="A window starves when consumers read under this share of what it offered (default 0.97).",
+)
+@click.option(
+    "--starvation-min-offered",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Windows offering fewer values are not judged (default 20).",
+)
+@click.option(
+    "--starvation-lag",
+    "starvation_lag_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="How long after its window a value may be read and still count "
+    "(default: p99 end-to-end latency, clamped to [1 s, one window]).",
+)
+@click.option(
+    "--stuck-after",
+    "stuck_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="A key whose acknowledged value stays unread longer is stuck (default 30).",
+)
+@click.option(
+    "--recovery-within",
+    "recovery_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Sends and reads must succeed again this soon after a fault heals (default 60).",
+)
+@click.option(
+    "--memory-growth",
+    "memory_growth_ratio",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SHARE",
+    help="Flag a node whose RSS grew by more than this share of its first sample "
+    "(default 0.5) and by more than --memory-growth-mib.",
+)
+@click.option(
+    "--memory-growth-mib",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MIB",
+    help="Minimum RSS growth to flag, in MiB (default 64).",
+)
 @click.pass_context
 def check(
     ctx: click.Context,
@@ -172,6 +269,15 @@ def check(
     out: Path | None,
     as_json: bool,
     max_examples: int | None,
+    liveness_bad: bool | None,
+    liveness_window_s: float | None,
+    starvation_ratio: float | None,
+    starvation_min_offered: int | None,
+    starvation_lag_s: float | None,
+    stuck_s: float | None,
+    recovery_s: float | None,
+    memory_growth_ratio: float | None,
+    memory_growth_mib: float | None,
 ) -> None:
     """Check the history in PATH (a run directory or a history.jsonl file).
 
@@ -187,6 +293,17 @@ def check(
                 "ww_deps": ww_deps,
                 "cycle_timeout_s": cycle_timeout,
                 "max_examples": max_examples,
+                "liveness_bad": liveness_bad,
+                "liveness_window_s": liveness_window_s,
+                "starvation_ratio": starvation_ratio,
+                "starvation_min_offered": starvation_min_offered,
+                "starvation_lag_s": starvation_lag_s,
+                "stuck_s": stuck_s,
+                "recovery_s": recovery_s,
+                "memory_growth_ratio": memory_growth_ratio,
+                "memory_growth_min_bytes": (
+                    None if memory_growth_mib is None else int(memory_growth_mib * 1024 * 1024)
+                ),
             },
         )
     except (TypeError, ValueError) as e:

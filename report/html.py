@@ -114,6 +114,7 @@ padding:4px 16px 8px;margin:12px 0}
 .badge{display:inline-block;font-size:12px;padding:1px 8px;border-radius:9px;color:#fff;
 vertical-align:middle;margin-left:6px}
 .badge.bad{background:#c5221f}.badge.benign{background:#9aa0a6}
+.badge.ok{background:#1e8e3e}.badge.warn{background:#e37400}
 .meaning{color:#333;margin:4px 0 8px}
 .example{border-top:1px dashed #ddd;padding:6px 0}
 .fields span{margin-right:18px}.fields code{background:#f1f3f4;padding:1px 5px;border-radius:3px}
@@ -417,6 +418,85 @@ def section_anomalies(results: dict[str, Any] | None, scan: HistoryScan) -> str:
     return "".join(out)
 
 
+# check name -> (label, unit of value and threshold)
+LIVENESS_ROWS: dict[str, tuple[str, str]] = {
+    "e2e-latency": ("end-to-end latency p99", "ms"),
+    "commit-latency": ("commit latency p99", "ms"),
+    "starvation": ("lowest consumed/offered per window", "share"),
+    "stuck-partition": ("longest unread acknowledged value", "s"),
+    "slow-recovery": ("slowest recovery after a heal", "s"),
+    "memory-growth": ("largest node RSS growth", "bytes"),
+}
+MAX_VIOLATIONS = 10
+
+
+def _live_value(x: Any, unit: str) -> str:
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return '<span class="missing">–</span>'
+    if unit == "bytes":
+        return esc(f"{x / 1048576:,.0f} MiB")
+    if unit == "share":
+        return esc(f"{100 * x:.1f}%")
+    return esc(f"{x:,.1f} {unit}")
+
+
+def section_liveness(results: dict[str, Any] | None) -> str:
+    """One row per liveness check: value, threshold, verdict; then the violations."""
+    out = ['<h2 id="liveness">Liveness</h2>']
+    metrics = (results or {}).get("metrics")
+    live = metrics.get("liveness") if isinstance(metrics, dict) else None
+    checks = live.get("checks") if isinstance(live, dict) else None
+    if not isinstance(checks, dict) or not checks:
+        return out[0] + _missing("Liveness metrics")
+    assert isinstance(live, dict)
+    rows = []
+    for name, item in checks.items():
+        if not isinstance(item, dict):
+            continue
+        label, unit = LIVENESS_ROWS.get(name, (name, ""))
+        if item.get("ok") is False:
+            verdict = (
+                '<span class="badge bad">bad</span>'
+                if item.get("bad")
+                else '<span class="badge warn">over threshold (not judged)</span>'
+            )
+        elif item.get("threshold") is None:
+            verdict = '<span class="badge benign">measured</span>'
+        else:
+            verdict = '<span class="badge ok">ok</span>'
+        rows.append(
+            [
+                (f'<span title="{esc(meaning(name))}">{esc(name)}</span>: {esc(label)}', False),
+                (_live_value(item.get("value"), unit), True),
+                (_live_value(item.get("threshold"), unit), True),
+                (verdict, False),
+                (esc(item.get("explanation", "")), False),
+            ]
+        )
+    out.append(_table(["metric", "value", "threshold", "verdict", "detail"], rows))
+    th = live.get("thresholds")
+    if isinstance(th, dict) and not th.get("liveness_bad"):
+        out.append(
+            '<p class="missing">Liveness is reported, not judged: faults legitimately slow a '
+            "run down. Check with <code>--liveness-bad</code> to fail the run on it.</p>"
+        )
+    viol = live.get("violations")
+    if isinstance(viol, list) and viol:
+        items = "".join(
+            f"<li><b>{esc(v.get('type'))}</b>: {esc(v.get('explanation', ''))}</li>"
+            for v in viol[:MAX_VIOLATIONS]
+            if isinstance(v, dict)
+        )
+        more = (
+            f'<p class="missing">Showing {MAX_VIOLATIONS} of {len(viol)} '
+            "(results.json has all).</p>"
+            if len(viol) > MAX_VIOLATIONS
+            else ""
+        )
+        out.append(f"<h3>Violations ({len(viol):,})</h3><ul>{items}</ul>{more}")
+    return "".join(out)
+
+
 PLOT_TITLES = {
     "latency": "Latency over time",
     "throughput": "Throughput over time",
@@ -670,10 +750,12 @@ def build_html(
         [
             f"<h1>{esc(title)}</h1>",
             section_verdict(results, test, scan, run_dir),
-            '<nav><a href="#anomalies">Anomalies</a><a href="#plots">Plots</a>'
+            '<nav><a href="#anomalies">Anomalies</a><a href="#liveness">Liveness</a>'
+            '<a href="#plots">Plots</a>'
             '<a href="#metrics">Metrics</a><a href="#faults">Faults</a>'
             '<a href="#config">Configuration</a></nav>',
             section_anomalies(results, scan),
+            section_liveness(results),
             section_plots(plots, scan.faults),
             section_metrics(results, scan),
             section_faults(scan.faults),

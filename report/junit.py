@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..histories.store import RunDir, load_json
-from .meanings import KNOWN_TYPES, meaning
+from .meanings import KNOWN_TYPES, LIVENESS_TYPES, meaning
 
 EOS_TYPES = frozenset({"eos-duplicate", "eos-loss"})
 DATA_FS = ("send", "poll", "txn")
@@ -50,7 +50,10 @@ def _anomaly_cases(
     bad = set(results.get("bad_error_types") or [])
     unknown = results.get("valid") not in (True, False)
     workload = _workload(test)
-    types = list(KNOWN_TYPES) + sorted(t for t in anomalies if t not in KNOWN_TYPES)
+    # Liveness violations (anomalies under liveness_bad) get their own ktrial.liveness case.
+    types = list(KNOWN_TYPES) + sorted(
+        t for t in anomalies if t not in KNOWN_TYPES and t not in LIVENESS_TYPES
+    )
     for t in types:
         case = _case(suite, "ktrial.anomalies", t)
         a = anomalies.get(t)
@@ -147,22 +150,32 @@ def _liveness_cases(
                 ).text = f"Report: {report_path}"
             else:
                 ET.SubElement(case, "system-out").text = f"{f} ok p99 {p99:.1f} ms"
-    # Liveness checks the checker judged itself (name -> {ok, value, threshold, explanation}).
+    # Liveness checks the checker judged itself: results["metrics"]["liveness"]["checks"]
+    # (name -> {ok, bad, value, threshold, explanation}); older results put them at the
+    # top level of "liveness". A check that is not ok fails only when it is bad
+    # (checked with liveness_bad): faults legitimately slow a run down, so otherwise
+    # the case passes and says what it saw.
     own = metrics.get("liveness")
     if isinstance(own, dict):
-        for name in sorted(own):
-            item = own[name]
-            if not isinstance(item, dict):
+        nested = own.get("checks")
+        items: dict[str, Any] = nested if isinstance(nested, dict) else own
+        for name in items:
+            item = items[name]
+            if not isinstance(item, dict) or "ok" not in item:
                 continue
             case = _case(suite, "ktrial.liveness", str(name))
             text = str(
                 item.get("explanation")
                 or f"value {item.get('value')}, threshold {item.get('threshold')}"
             )
-            if item.get("ok") is False:
+            if item.get("ok") is False and item.get("bad", True):
                 ET.SubElement(
                     case, "failure", type=str(name), message=text
-                ).text = f"{text}\nReport: {report_path}"
+                ).text = f"{text}\n{meaning(str(name))}\nReport: {report_path}"
+            elif item.get("ok") is False:
+                ET.SubElement(
+                    case, "system-out"
+                ).text = f"not judged (checked without liveness_bad): {text}"
             else:
                 ET.SubElement(case, "system-out").text = text
 

@@ -79,10 +79,42 @@ MEANINGS: dict[str, str] = {
 
 KNOWN_TYPES: tuple[str, ...] = tuple(MEANINGS)
 
+# Liveness checks (checker/liveness.py): reported as metrics, and as anomaly types
+# only when the run was checked with liveness_bad. Kept apart from MEANINGS so the
+# safety catalogue (one junit testcase per type) does not change with them.
+LIVENESS_MEANINGS: dict[str, str] = {
+    "e2e-latency": (
+        "Time from a value's acknowledgement to its first read by a consumer (quantiles)."
+    ),
+    "commit-latency": "Duration of successful transactions including their commit (or of sends).",
+    "starvation": (
+        "Consumers fell behind: in some window they read under the threshold share of the "
+        "values acknowledged there, even allowing for normal end-to-end lag."
+    ),
+    "stuck-partition": (
+        "A key held an acknowledged value that no consumer read for longer than the threshold."
+    ),
+    "slow-recovery": (
+        "After a fault healed, sends or reads took longer than the threshold to succeed again."
+    ),
+    "memory-growth": (
+        "A broker's resident memory grew during the run by more than the threshold "
+        "(share of its first sample and absolute bytes)."
+    ),
+}
+LIVENESS_TYPES: tuple[str, ...] = (
+    "starvation",
+    "stuck-partition",
+    "slow-recovery",
+    "memory-growth",
+)
+
 
 def meaning(anomaly_type: str) -> str:
     """The one-sentence meaning of `anomaly_type`; unknown types get an honest placeholder."""
-    return MEANINGS.get(
+    if anomaly_type in MEANINGS:
+        return MEANINGS[anomaly_type]
+    return LIVENESS_MEANINGS.get(
         anomaly_type, f"Anomaly type {anomaly_type!r} is not in ktrial's catalogue (DESIGN.md 3)."
     )
 
@@ -91,5 +123,6 @@ def ordered_types(types: object) -> list[str]:
     """Catalogue order first, then any types ktrial does not know, alphabetically."""
     present = [t for t in types] if isinstance(types, (list, tuple, set, dict)) else []
     known = [t for t in KNOWN_TYPES if t in present]
-    extra = sorted(str(t) for t in present if t not in MEANINGS)
-    return known + extra
+    live = [t for t in LIVENESS_TYPES if t in present]
+    extra = sorted(str(t) for t in present if t not in MEANINGS and t not in LIVENESS_MEANINGS)
+    return known + live + extra

@@ -6,11 +6,15 @@ expected latencies, windows and recovery times can be computed by hand.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from click.testing import CliRunner
 from ktrial.checker import CheckOptions, check, options_from_test_json
 from ktrial.checker.liveness import quantiles
+from ktrial.cli import cli
 from ktrial.histories.gen import GenParams, generate
 from ktrial.histories.jsonl import op_from_json
 
@@ -317,3 +321,24 @@ def test_generated_valid_histories_stay_valid(seed: int) -> None:
     m = live(res)
     assert m["e2e_latency_ms"]["unread"] == 0  # the model's drain reads everything
     assert m["e2e_latency_ms"]["n"] > 0
+
+
+def test_cli_reports_and_judges_liveness(tmp_path: Path) -> None:
+    h = _starving_and_stuck()
+    hist = tmp_path / "history.jsonl"
+    hist.write_bytes(
+        b"".join(orjson.dumps(d) + b"\n" for d in sorted(h.ops, key=lambda d: d["time"]))
+    )
+    out = tmp_path / "results.json"
+    r = CliRunner().invoke(cli, ["check", str(hist), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "warn liveness stuck-partition: 1 — key 1 was stuck" in r.output
+    assert "warn liveness starvation: 1" in r.output and "--liveness-bad" in r.output
+    r = CliRunner().invoke(cli, ["check", str(hist), "--out", str(out), "--liveness-bad",
+                                 "--stuck-after", "100", "--window", "5"])  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert "BAD  liveness starvation: 1" in r.output and "stuck-partition" not in r.output
+    res = orjson.loads(out.read_bytes())
+    assert res["bad_error_types"] == ["starvation"]
+    th = res["metrics"]["liveness"]["thresholds"]
+    assert th["stuck_s"] == 100 and th["window_s"] == 5 and th["liveness_bad"] is True

@@ -212,3 +212,22 @@ def test_over_time_plot_with_one_huge_spike(tmp_path: Path) -> None:
     assert out is not None and out.read_bytes().startswith(b"\x89PNG")
     assert plot_over_time([], HistoryScan(), tmp_path / "x.png", "t", "y", "#000") is None
     assert plot_over_time([[1, "x"]], HistoryScan(), tmp_path / "x.png", "t", "y", "#000") is None
+
+
+def test_liveness_section_after_anomalies(tmp_path: Path) -> None:
+    from ktrial.checker import CheckOptions, check_file
+
+    run = write_sample_run(tmp_path / "t" / "r", anomalies=False)
+    res = check_file(run / "history.jsonl", CheckOptions(stuck_s=0.001, liveness_bad=True))
+    page = render_report(run, res).read_text()
+    assert page.index('id="anomalies"') < page.index('id="liveness"') < page.index('id="plots"')
+    section = page[page.index('id="liveness"') : page.index('id="plots"')]
+    for name in ("e2e-latency", "commit-latency", "starvation", "stuck-partition",
+                 "slow-recovery", "memory-growth"):  # fmt: skip
+        assert f">{name}</span>" in section
+    checks = res["metrics"]["liveness"]["checks"]
+    assert checks["stuck-partition"]["bad"] is True
+    assert '<span class="badge bad">bad</span>' in section
+    assert "Violations (" in section
+    first = res["metrics"]["liveness"]["violations"][0]["explanation"]
+    assert html.escape(first, quote=True) in section

@@ -146,3 +146,52 @@ def test_copy_workload_runs_eos_checks(tmp_path: Path) -> None:
     c = cases(ET.parse(write_junit(run, results)).getroot())
     assert c["eos-loss"].find("failure") is not None
     assert c["eos-duplicate"].find("skipped") is None and c["eos-duplicate"].find("failure") is None
+
+
+def _live_results(bad: bool) -> dict[str, object]:
+    checks = {
+        "e2e-latency": {"ok": True, "bad": False, "value": 12.5, "threshold": None,
+                        "explanation": "p99 12.5 ms"},
+        "stuck-partition": {"ok": False, "bad": bad, "value": 45.0, "threshold": 30.0,
+                            "explanation": "key 3 was stuck: value 7 at offset 2 for 45 s"},
+    }  # fmt: skip
+    anomalies = (
+        {"stuck-partition": {"count": 1, "examples": [{"explanation": "key 3 was stuck"}]}}
+        if bad
+        else {}
+    )
+    return {
+        "valid": not bad,
+        "error_types": sorted(anomalies),
+        "bad_error_types": sorted(anomalies),
+        "anomalies": anomalies,
+        "metrics": {"liveness": {"checks": checks, "thresholds": {"liveness_bad": bad},
+                                 "violations": []}},
+    }  # fmt: skip
+
+
+def test_liveness_checks_pass_unless_judged_bad(tmp_path: Path) -> None:
+    c = cases(build_junit(_live_results(bad=False), {}, tmp_path / "r.html").getroot())
+    stuck = c["stuck-partition"]
+    assert stuck.get("classname") == "ktrial.liveness" and stuck.find("failure") is None
+    assert (stuck.findtext("system-out") or "").startswith("not judged (checked without")
+    assert "offset 2" in (stuck.findtext("system-out") or "")
+    assert c["e2e-latency"].findtext("system-out") == "p99 12.5 ms"
+    assert "thresholds" not in c and "violations" not in c  # not checks
+
+
+def test_liveness_bad_fails_one_liveness_case(tmp_path: Path) -> None:
+    root = build_junit(_live_results(bad=True), {}, tmp_path / "r.html").getroot()
+    named = [c for c in root.iter("testcase") if c.get("name") == "stuck-partition"]
+    assert len(named) == 1  # not repeated as an anomalies case
+    fail = named[0].find("failure")
+    assert fail is not None and "value 7 at offset 2" in fail.get("message", "")
+    assert root.get("failures") == "1"
+
+
+def test_liveness_type_lists_agree() -> None:
+    from ktrial.checker.liveness import VIOLATION_TYPES
+    from ktrial.report.meanings import LIVENESS_MEANINGS, LIVENESS_TYPES
+
+    assert LIVENESS_TYPES == VIOLATION_TYPES
+    assert set(LIVENESS_TYPES) <= set(LIVENESS_MEANINGS)
