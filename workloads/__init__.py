@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 
-WORKLOADS = ("queue", "copy")
+WORKLOADS = ("queue", "copy", "txn-cost")
 
 
 class Workload(Protocol):
@@ -43,4 +43,8 @@ def make_workload(name: str, opts: dict[str, Any], seed: int) -> Workload:
         from .copy import CopyOptions, CopyWorkload
 
         return CopyWorkload(CopyOptions.from_dict(opts), seed)
+    if name == "txn-cost":
+        from .txn_cost import TxnCostOptions, TxnCostWorkload
+
+        return TxnCostWorkload(TxnCostOptions.from_dict(opts), seed)
     raise ValueError(f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}")
