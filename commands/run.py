@@ -174,7 +174,10 @@ def workload_options(
 @click.option("--heap-mb", type=int, default=512, show_default=True, help="Broker JVM heap.")
 @click.option("--no-netns", is_flag=True, help="Brokers on loopback (no partitions/loss faults).")
 @click.option(
-    "--workload", type=click.Choice(["queue", "copy"]), default="queue", show_default=True
+    "--workload",
+    type=click.Choice(["queue", "copy", "txn-cost"]),
+    default="queue",
+    show_default=True,
 )
 @click.option("--txn/--no-txn", default=None, help="Transactions (queue). [default: on]")
 @click.option(
