@@ -374,7 +374,12 @@ class _Gate:
 class TxnCostWorkload:
     name = "txn-cost"
 
-    def __init__(self, opts: TxnCostOptions, seed: int) -> None:
+    def __init__(
+        self,
+        opts: TxnCostOptions,
+        seed: int,
+        driver_factory: Callable[[DriverConfig, threading.Event], DriverFactory] | None = None,
+    ) -> None:
         self.opts = opts
         self.seed = seed
         self.run_id = opts.run_id or os.urandom(4).hex()
@@ -387,6 +392,7 @@ class TxnCostWorkload:
         self.rows: dict[Cell, dict[str, Any]] = {}
         self.bootstrap = ""
         self.say: Callable[[str], None] = _to_stderr
+        self._make_factory = driver_factory or self._factory
 
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
@@ -438,7 +444,9 @@ class TxnCostWorkload:
             if stop.is_set():
                 break
             cfg = self.driver_config(producers)
-            slots = [Slot(recorder, self._factory(cfg, stop), i, stop) for i in range(producers)]
+            slots = [
+                Slot(recorder, self._make_factory(cfg, stop), i, stop) for i in range(producers)
+            ]
             try:
                 _all(slots, Slot.open, f"txncost-open{producers}")
                 for size in self.opts.sizes:
