@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..histories.model import Op
 from .logs import Logs
 from .options import CheckOptions
@@ -58,15 +60,20 @@ def is_heal(f: str) -> bool:
 
 def quantiles(xs: list[float], nd: int = 3) -> dict[str, Any]:
     """Nearest-rank quantiles as in metrics.py: {n, p50, p90, p99, max} (n=0: no numbers)."""
+    xs.sort()
+    return _sorted_quantiles(xs, nd)
+
+
+def _sorted_quantiles(xs: Any, nd: int = 3) -> dict[str, Any]:
+    """quantiles() of an already sorted list or numpy array."""
     n = len(xs)
     if not n:
         return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
-    xs.sort()
 
     def q(f: float) -> float:
-        return round(xs[min(n - 1, int(f * n))], nd)
+        return round(float(xs[min(n - 1, int(f * n))]), nd)
 
-    return {"n": n, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(xs[-1], nd)}
+    return {"n": n, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": q(1.0)}
 
 
 # ----------------------------------------------------------------- first reads
@@ -85,6 +92,7 @@ def first_reads(p: Prepared, logs: Logs) -> tuple[dict[str, list[int]], dict[tup
     first = {k: [UNSET] * len(kl.values) for k, kl in logs.keys.items()}
     frontier = dict.fromkeys(first, 0)  # every position below is set
     scattered = dict.fromkeys(first, 0)  # positions at or past the frontier already set
+    top = dict.fromkeys(first, 0)  # no position at or past this is set
     by_value: dict[tuple[str, Any], int] = {}
     for r in p.ops:
         if r.type != "ok" or not r.reads or r.comp_time is None:
@@ -102,6 +110,7 @@ def first_reads(p: Prepared, logs: Logs) -> tuple[dict[str, list[int]], dict[tup
             if arr is None:
                 continue
             f0 = frontier[k]
+            sc = 0
             if type(ps) is range:
                 a, b = ps.start, ps.stop
                 if b <= f0:
@@ -109,12 +118,31 @@ def first_reads(p: Prepared, logs: Logs) -> tuple[dict[str, list[int]], dict[tup
                 if a <= f0 and not scattered[k]:
                     arr[f0:b] = [t] * (b - f0)
                     frontier[k] = b
+                    if b > top[k]:
+                        top[k] = b
                     continue
-            sc = 0
-            for d in ps:
-                if d is not None and d >= f0 and arr[d] == UNSET:
-                    arr[d] = t
-                    sc += 1
+                # A consumer that started past the frontier (at the end of the log, or
+                # after a seek): what lies past `top` is unset, filled in one slice.
+                lo, hi = max(a, f0), top[k]
+                if b > hi:
+                    mid = max(lo, hi)
+                    arr[mid:b] = [t] * (b - mid)
+                    sc = b - mid
+                    top[k] = b
+                    b = mid
+                for d in range(lo, b):
+                    if arr[d] == UNSET:
+                        arr[d] = t
+                        sc += 1
+            else:
+                hi = top[k]
+                for d in ps:
+                    if d is not None and d >= f0 and arr[d] == UNSET:
+                        arr[d] = t
+                        sc += 1
+                        if d >= hi:
+                            hi = d + 1
+                top[k] = hi
             if sc:
                 sc += scattered[k]
                 n = len(arr)
@@ -140,6 +168,13 @@ class Acked:
     read: list[int] = field(default_factory=list)  # first ok read time, or UNSET
     # committed writers: (invoke time, earliest first read of any value it wrote or UNSET)
     writer_reads: list[tuple[int, int]] = field(default_factory=list)
+    _np: tuple[Any, Any] | None = None
+
+    def arrays(self) -> tuple[Any, Any]:
+        """(ack, read) as int64 numpy arrays: the per-value metrics are vectorised."""
+        if self._np is None or len(self._np[0]) != len(self.ack):
+            self._np = (np.array(self.ack, dtype=np.int64), np.array(self.read, dtype=np.int64))
+        return self._np
 
 
 def acknowledged(p: Prepared, logs: Logs) -> Acked:
@@ -198,18 +233,14 @@ def acknowledged(p: Prepared, logs: Logs) -> Acked:
 
 def e2e_latency(a: Acked) -> dict[str, Any]:
     """Ack -> first ok read, per value, in ms; unread values are counted apart."""
-    xs: list[float] = []
-    early = 0
-    for t, rt in zip(a.ack, a.read, strict=True):
-        if rt == UNSET:
-            continue
-        d = rt - t
-        if d < 0:  # read before the producer heard the ack: legal, counted as 0
-            early += 1
-            d = 0
-        xs.append(d / 1e6)
-    out = quantiles(xs)
-    out["unread"] = len(a.ack) - out["n"]
+    ack, read = a.arrays()
+    m = read != UNSET
+    d = read[m] - ack[m]
+    early = int(np.count_nonzero(d < 0))  # read before the producer heard the ack: legal
+    np.maximum(d, 0, out=d)  # ... and counted as 0
+    d.sort()
+    out = _sorted_quantiles(d / 1e6)
+    out["unread"] = len(ack) - out["n"]
     out["read_before_ack"] = early
     return out
 
@@ -245,30 +276,28 @@ def starvation(
     """
     w_ns = int(opts.liveness_window_s * NS)
     lag_ns = int(allowance_s * NS)
-    offered: dict[int, int] = {}
-    consumed: dict[int, int] = {}
-    base = t0 + lag_ns  # a value of window w counts if read by base + (w + 1) * w_ns
-    for t, rt in zip(a.ack, a.read, strict=True):
-        w = (t - t0) // w_ns
-        offered[w] = offered.get(w, 0) + 1
-        if rt != UNSET and rt <= base + (w + 1) * w_ns:
-            consumed[w] = consumed.get(w, 0) + 1
-    last_ack = max(a.ack, default=t0)
+    ack, read = a.arrays()
     judged: list[dict[str, Any]] = []
-    for w in sorted(offered):
-        end = t0 + (w + 1) * w_ns
-        if end + lag_ns > last_ack or offered[w] < opts.starvation_min_offered:
-            continue
-        c = consumed.get(w, 0)
-        judged.append(
-            {
-                "from_s": round(w * w_ns / NS, 3),
-                "to_s": round((w + 1) * w_ns / NS, 3),
-                "offered": offered[w],
-                "consumed": c,
-                "ratio": round(c / offered[w], 4),
-            }
-        )
+    if len(ack):
+        win = (ack - t0) // w_ns
+        offered = np.bincount(win)
+        # a value of window w counts if read by the window's end plus the allowance
+        in_time = (read != UNSET) & (read <= t0 + lag_ns + (win + 1) * w_ns)
+        consumed = np.bincount(win[in_time], minlength=len(offered))
+        last_ack = int(ack.max())
+        for w in np.flatnonzero(offered >= opts.starvation_min_offered).tolist():
+            if t0 + (w + 1) * w_ns + lag_ns > last_ack:
+                break
+            o, c = int(offered[w]), int(consumed[w])
+            judged.append(
+                {
+                    "from_s": round(w * w_ns / NS, 3),
+                    "to_s": round((w + 1) * w_ns / NS, 3),
+                    "offered": o,
+                    "consumed": c,
+                    "ratio": round(c / o, 4),
+                }
+            )
     starved = [j for j in judged if j["ratio"] < opts.starvation_ratio]
     violations: list[dict[str, Any]] = []
     for run in _runs(starved):
@@ -322,11 +351,20 @@ def stuck_partitions(
     """Per key, the acknowledged value that waited longest for its first ok read."""
     worst: dict[str, int] = {}  # key -> index into a
     gap_of: dict[str, int] = {}
-    for i, (k, t, rt) in enumerate(zip(a.key, a.ack, a.read, strict=True)):
-        g = (end if rt == UNSET else rt) - t
-        if g > gap_of.get(k, -1):
-            gap_of[k] = g
+    ack, read = a.arrays()
+    n = len(ack)
+    if n:
+        ids: dict[str, int] = {}
+        kid = np.fromiter((ids.setdefault(k, len(ids)) for k in a.key), np.int64, n)
+        gap = np.where(read == UNSET, end, read) - ack
+        # per key the largest gap, the earliest value among equals: last of each group
+        order = np.lexsort((-np.arange(n), gap, kid))
+        ks = kid[order]
+        last = order[np.r_[np.flatnonzero(ks[1:] != ks[:-1]), n - 1]].tolist()
+        for i in last:
+            k = a.key[i]
             worst[k] = i
+            gap_of[k] = int(gap[i])
     limit = int(opts.stuck_s * NS)
     violations: list[dict[str, Any]] = []
     for k in sorted(worst, key=lambda k: -gap_of[k]):

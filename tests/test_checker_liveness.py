@@ -342,3 +342,31 @@ def test_cli_reports_and_judges_liveness(tmp_path: Path) -> None:
     assert res["bad_error_types"] == ["starvation"]
     th = res["metrics"]["liveness"]["thresholds"]
     assert th["stuck_s"] == 100 and th["window_s"] == 5 and th["liveness_bad"] is True
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_first_reads_match_a_brute_force(seed: int) -> None:
+    """The prefix/slice bookkeeping of first_reads equals min over every ok reader."""
+    from ktrial.checker.liveness import UNSET, first_reads
+    from ktrial.checker.logs import build_logs
+    from ktrial.checker.prepare import prepare
+
+    g = generate(GenParams(seed=seed, ops=300, reseek=seed % 2 == 0, from_start_p=0.3,
+                           null_offset_p=0.1 * (seed % 3)))  # fmt: skip
+    p = prepare(g.to_ops())
+    logs = build_logs(p)
+    first, by_value = first_reads(p, logs)
+    want: dict[tuple[str, int], int] = {}
+    want_v: dict[tuple[str, Any], int] = {}
+    for r in p.ops:
+        if r.type != "ok" or r.comp_time is None:
+            continue
+        for k, ps, _i, vals, _o in r.reads:
+            if vals is not None:
+                for v in vals:
+                    want_v[(k, v)] = min(want_v.get((k, v), r.comp_time), r.comp_time)
+                continue
+            for d in ps:
+                want[(k, d)] = min(want.get((k, d), r.comp_time), r.comp_time)
+    got = {(k, d): t for k, arr in first.items() for d, t in enumerate(arr) if t != UNSET}
+    assert got == want and by_value == want_v
