@@ -236,6 +236,7 @@ class Run:
                     self.say("draining: reading every key back from the beginning...")
                     drain = workload.drain(recorder, timeout)
                     meta["drain"] = drain
+            meta.update(workload_results(workload))
                     if not drain.get("caught_up", True):
                         self.say(f"drain did not catch up on keys: {drain.get('lagging_keys')}")
             meta["interrupted"] = interrupted
@@ -338,6 +339,12 @@ class Run:
         lg.addHandler(h)
         lg.setLevel(logging.INFO)
         return h
+
+
+def workload_results(workload: Any) -> dict[str, Any]:
+    """What a measuring workload (e.g. txn-cost) reports besides its history, for test.json."""
+    results = getattr(workload, "results", None)
+    return {"workload_results": results()} if callable(results) else {}
 
 
 def default_store() -> str:

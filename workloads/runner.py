@@ -116,6 +116,9 @@ def execute(
     finally:
         writer.close()
     meta["drain"] = drain
+    results_of = getattr(workload, "results", None)
+    if callable(results_of):  # a measuring workload's table (txn-cost)
+        meta["workload_results"] = results_of()
     meta["interrupted"] = interrupted
     meta["main_phase_s"] = round(time.monotonic() - t0, 3)
     run.write_test(meta)

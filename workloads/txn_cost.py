@@ -28,10 +28,9 @@ ops invoked inside the cell's window. The window is closed-loop: it starts once
 every producer has warmed up, producers stop starting transactions when it ends,
 and the elapsed time runs until the last one in flight completed.
 
-There is no hook for workload results in the run orchestration (run.py,
-workloads/runner.py write what ``drain()`` returns into test.json as ``drain``),
-so the table is returned by ``drain()`` under ``"txn_cost"`` (test.json:
-``drain.txn_cost``), kept on the workload as ``results``, and printed to stderr.
+The table is what ``results()`` returns: the run orchestration (run.py,
+workloads/runner.py) writes it to test.json as ``workload_results``; ``drain()``
+also returns it under ``"txn_cost"`` and prints it to stderr.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ def test_txn_cost_matrix_is_measured_and_valid(local_cluster: Any, tmp_path: Pat
     assert out.results["valid"] is True, out.results.get("anomalies")
     assert out.drain["caught_up"], out.drain
     assert load_json(rd.test_json)["drain"]["txn_cost"] == table
+    assert load_json(rd.test_json)["workload_results"] == table
 
     # every cell, in run order, measured for its full window
     cells = table["cells"]
