@@ -236,9 +236,9 @@ class Run:
                     self.say("draining: reading every key back from the beginning...")
                     drain = workload.drain(recorder, timeout)
                     meta["drain"] = drain
-            meta.update(workload_results(workload))
                     if not drain.get("caught_up", True):
                         self.say(f"drain did not catch up on keys: {drain.get('lagging_keys')}")
+            meta.update(workload_results(workload))
             meta["interrupted"] = interrupted
             meta["wall_end"] = time.time()
             run_dir.write_test(meta)
