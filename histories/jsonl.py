@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import orjson
 
+from .fastread import fast_op
 from .model import (
     DATA_FS,
     NEMESIS,
@@ -109,28 +110,29 @@ def iter_history(path: str | os.PathLike[str]) -> Iterator[Op]:
     with fh:
         n = 0
         lineno = 0
-        pending: tuple[int, bytes] | None = None
         for raw in fh:
             lineno += 1
-            if pending is not None:
-                yield _parse_line(p, *pending, n)
-                n += 1
-                pending = None
-            if not raw.strip():
-                continue
-            pending = (lineno, raw)
-        if pending is not None:
-            ln, raw = pending
-            try:
-                yield _parse_line(p, ln, raw, n)
-            except HistoryError as e:
-                if raw.endswith(b"\n") or not _is_torn(raw):
-                    raise
-                warnings.warn(
-                    f"{p}:{ln}: last line is torn (cut short mid-write), skipped: {e.reason}",
-                    TornLineWarning,
-                    stacklevel=2,
-                )
+            op = fast_op(raw, n)  # the common shape, decoded and checked in C
+            if op is None:
+                if not raw.strip():
+                    continue
+                if raw.endswith(b"\n"):
+                    op = _parse_line(p, lineno, raw, n)
+                else:  # only the last line can lack its newline: it may be torn
+                    try:
+                        op = _parse_line(p, lineno, raw, n)
+                    except HistoryError as e:
+                        if not _is_torn(raw):
+                            raise
+                        warnings.warn(
+                            f"{p}:{lineno}: last line is torn (cut short mid-write), "
+                            f"skipped: {e.reason}",
+                            TornLineWarning,
+                            stacklevel=2,
+                        )
+                        return
+            n += 1
+            yield op
 
 
 def _is_torn(raw: bytes) -> bool:
@@ -142,6 +144,7 @@ def _is_torn(raw: bytes) -> bool:
 
 
 def _parse_line(path: Path, lineno: int, raw: bytes, n: int) -> Op:
+    """The strict reader: every line the fast path declines, with the reason if malformed."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:

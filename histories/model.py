@@ -142,6 +142,19 @@ class Records(list):  # type: ignore[type-arg]
     offsets: list[Any]
     values: list[Any]
 
+    # The fast reader (fastread.py) keeps its pairs as the tuples it decoded, the
+    # strict one as lists: equal records compare equal whichever reader made them.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, list):
+            return NotImplemented
+        return len(self) == len(other) and list(map(tuple, self)) == list(map(tuple, other))
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 def _fast_records(pairs: list[Any]) -> list[Any] | None:
     """Validate a poll's records with C-level passes; None if any is unusual.

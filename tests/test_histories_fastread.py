@@ -1,0 +1,139 @@
+"""The fast (msgspec) reader gives exactly the ops of the strict reader, or declines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ktrial.histories.fastread import fast_op
+from ktrial.histories.jsonl import op_from_json
+from ktrial.histories.model import FormatError, Poll
+
+pytest.importorskip("msgspec")
+
+BASE = {"index": 3, "time": 10, "process": 1, "type": "ok", "f": "txn"}
+
+LINES: list[dict[str, Any]] = [
+    {**BASE, "value": [["send", 1, [4, 7]], ["send", "k", 8], ["poll"]]},
+    {**BASE, "value": [["poll", {"1": [[3, 7], [None, 8]], "2": []}], ["poll", None]]},
+    {**BASE, "value": [["send", 1, [None, 7]]]},
+    {**BASE, "value": None},
+    {**BASE, "value": []},
+    {**BASE, "time": 12.9},
+    {"time": 5, "process": 2, "type": "invoke", "f": "poll", "value": [["poll"]]},
+    {**BASE, "f": "assign", "value": [1, "2"], "seek_to_beginning": True},
+    {**BASE, "process": "nemesis", "type": "info", "f": "kill", "value": ["n1"]},
+    {**BASE, "process": "nemesis", "type": "info", "f": "txn", "value": [["send", 1, 2]]},
+    {**BASE, "f": "crash", "value": [["send", 1, 2]]},
+    {**BASE, "error": {"type": "timeout"}, "node": "n1", "poll_ms": 100},
+    {**BASE, "value": [["poll", {"1": [[1, 2]]}]], "rebalance_log": [{"keys": [1]}]},
+    {**BASE, "something_else": 1},
+    # Jepsen spellings and Queen's -1 offsets: the strict reader's business
+    {**BASE, "type": ":ok", "f": ":send", "process": ":nemesis"},
+    {**BASE, "value": [[":send", 1, [0, 1]]]},
+    {**BASE, "value": [["send", 1, [-1, 7]]]},
+    {**BASE, "value": [["poll", {"1": [[-1, 7], [2, 8]]}]]},
+]
+
+BAD: list[dict[str, Any]] = [
+    {**BASE, "type": "done"},
+    {**BASE, "f": ""},
+    {**BASE, "process": True},
+    {**BASE, "index": "3"},
+    {**BASE, "time": "now"},
+    {**BASE, "value": [["send", True, 1]]},
+    {**BASE, "value": [["send", 1, 1.5]]},
+    {**BASE, "value": [["send", 1, [1, 2, 3]]]},
+    {**BASE, "value": [["send", 1]]},
+    {**BASE, "value": [["poll", {"1": [[1, 2, 3]]}]]},
+    {**BASE, "value": [["poll", {"1": [["a", 2]]}]]},
+    {**BASE, "value": [["poll", {"1": [[1, None]]}]]},
+    {**BASE, "value": [["poll", [1]]]},
+    {**BASE, "value": [["fetch"]]},
+    {**BASE, "value": "x"},
+]
+
+
+def same(d: Any, n: int = 0) -> None:
+    raw = orjson.dumps(d) + b"\n"
+    fast = fast_op(raw, n)
+    try:
+        strict = op_from_json(orjson.loads(raw), n)
+    except FormatError:
+        assert fast is None  # malformed: only the strict reader may say why
+        return
+    if fast is not None:
+        assert fast == strict
+        assert fast.to_json() == strict.to_json()
+        for a, b in zip(fast.value or [], strict.value or [], strict=False):
+            if isinstance(a, Poll) and a.records:
+                for k, recs in a.records.items():
+                    assert [tuple(r) for r in recs] == [tuple(r) for r in b.records[k]]
+                    if recs:  # the columns the checker relies on
+                        assert recs.offsets == [r[0] for r in recs]  # type: ignore[attr-defined]
+                        assert recs.values == [r[1] for r in recs]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("d", LINES)
+def test_fast_reader_matches_strict_reader(d: dict[str, Any]) -> None:
+    same(d, 7)
+
+
+def test_fast_reader_handles_the_common_shapes_itself() -> None:
+    assert fast_op(orjson.dumps(LINES[0]), 0) is not None
+    assert fast_op(orjson.dumps(LINES[1]), 0) is not None
+    op = fast_op(orjson.dumps(LINES[6]), 9)
+    assert op is not None and op.index == 9  # no index: the line's ordinal
+
+
+@pytest.mark.parametrize("d", BAD)
+def test_fast_reader_declines_malformed_lines(d: dict[str, Any]) -> None:
+    assert fast_op(orjson.dumps(d), 0) is None
+    with pytest.raises(FormatError):
+        op_from_json(d, 0)
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["send", "poll", "1", ":ok", "ok", ""]),
+)
+jsonish = st.recursive(
+    scalars,
+    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.sampled_from("12ab"), c)),
+    max_leaves=12,
+)
+mop = st.one_of(
+    st.tuples(st.just("send"), st.one_of(st.integers(-2, 9), st.text(max_size=2)), jsonish),
+    st.tuples(
+        st.just("poll"),
+        st.dictionaries(
+            st.sampled_from(["0", "1", "x"]),
+            st.lists(st.tuples(st.one_of(st.none(), st.integers(-2, 50)), jsonish), max_size=4),
+        ),
+    ),
+    st.lists(jsonish, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    typ=st.sampled_from(["invoke", "ok", "fail", "info", ":ok", "x"]),
+    f=st.sampled_from(["send", "poll", "txn", "assign", "kill", ":poll"]),
+    process=st.one_of(st.integers(0, 3), st.sampled_from(["nemesis", ":nemesis"])),
+    value=st.one_of(st.none(), st.lists(mop, max_size=3), jsonish),
+    extra=st.dictionaries(
+        st.sampled_from(["time", "index", "error", "node", "poll_ms", "rebalance_log", "zz"]),
+        jsonish,
+        max_size=2,
+    ),
+)
+def test_fast_reader_agrees_on_arbitrary_ops(
+    typ: str, f: str, process: Any, value: Any, extra: dict[str, Any]
+) -> None:
+    same({"type": typ, "f": f, "process": process, "value": value, **extra}, 5)
