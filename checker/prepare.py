@@ -24,8 +24,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import islice
-from operator import itemgetter, lt
+from itertools import compress, islice
+from operator import itemgetter, lt, ne
 from typing import Any
 
 from ..histories.model import DATA_FS, NEMESIS, Op, Poll, Send
@@ -114,6 +114,39 @@ class Prepared:
             self.dups.setdefault((k, v), {fo}).add(o)
         return ok
 
+    def add_records(self, k: str, offs: list[int], vals: list[Any]) -> bool:
+        """Fold a run of records (no null offset) into key k's log; False if any disagreed.
+
+        Most records a poll returns are already in the log (sends and earlier polls
+        put them there): those are compared in one C-level pass, and only the rest
+        are folded in one by one, exactly as :meth:`add_record` would.
+        """
+        lk = self.raw.get(k)
+        if lk is None:
+            self.raw[k] = lk = {}
+            self.at[k] = {}
+        got = list(map(lk.get, offs))
+        if got == vals:
+            return True
+        # A record agreeing with the log adds nothing: its offset and value were
+        # indexed (conflicts, duplicates) when it was first folded in.
+        differs = list(map(ne, got, vals))
+        ok = True
+        ak = self.at[k]
+        for o, v in zip(compress(offs, differs), compress(vals, differs), strict=True):
+            cur = lk.get(o, _MISSING)
+            if cur is _MISSING:
+                lk[o] = v
+            elif cur != v:
+                self.conflicts.setdefault((k, o), {cur}).add(v)
+                ok = False
+            fo = ak.get(v)
+            if fo is None:
+                ak[v] = o
+            elif fo != o:
+                self.dups.setdefault((k, v), {fo}).add(o)
+        return ok
+
 
 def _rebalanced_keys(log: Any) -> frozenset[str]:
     """`rebalance_log`: a list of events like {"keys": [k, ...]} (Jepsen) or plain keys."""
@@ -177,7 +210,6 @@ class _Folder:
                 if sent is not None:
                     self._precommitted(rec, sent, k, offs, vals, i)
                 keep = None
-                lk = p.raw.get(k)
                 if None in offs:
                     keep = vals
                     for o, v in zip(offs, vals, strict=True):
@@ -186,13 +218,8 @@ class _Folder:
                     inc = False
                     compact: Any = offs
                 else:
-                    if lk is None or list(map(lk.get, offs)) != vals:
-                        agree = True
-                        for o, v in zip(offs, vals, strict=True):
-                            if not p.add_record(k, o, v):
-                                agree = False
-                        if not agree:
-                            keep = vals
+                    if not p.add_records(k, offs, vals):
+                        keep = vals
                     first, last = offs[0], offs[-1]
                     inc = n == 1 or all(map(lt, offs, islice(offs, 1, None)))
                     if inc and last - first == n - 1:
