@@ -11,7 +11,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
-from .logs import Logs, read_positions, run_first_last_max
+from .logs import Logs
 from .prepare import Prepared
 
 MAX_POINTS = 2000
@@ -81,6 +81,35 @@ def unseen_over_time(p: Prepared) -> tuple[int, list[list[float]]]:
     return p.unseen_count, downsample(pts)
 
 
+def _top(ps: Any) -> int | None:
+    """The furthest known position of one chunk (a range, an array, or a list with None)."""
+    if type(ps) is range:
+        return ps[-1]  # type: ignore[no-any-return]
+    if None in ps:
+        known = [d for d in ps if d is not None]
+        return max(known) if known else None
+    return max(ps)  # type: ignore[no-any-return]
+
+
+def _read_tops(reads: Any) -> dict[str, int | None]:
+    """key -> the furthest known position an op read (keys in first-read order).
+
+    The same as run_first_last_max(read_positions(...))[2], without the lists: this
+    runs for every ok op of a million-op history.
+    """
+    out: dict[str, int | None] = {}
+    for c in reads:
+        k = c[0]
+        d = _top(c[1])
+        if k not in out:
+            out[k] = d
+        elif d is not None:
+            cur = out[k]
+            if cur is None or d > cur:
+                out[k] = d
+    return out
+
+
 def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     t0 = p.first_time or 0
     # key -> [(max known dense position, completion time), ...] from ok ops
@@ -95,8 +124,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
             if d is not None and d > best.get(k, -1):
                 best[k] = d
         if r.reads:
-            for k, runs in read_positions(logs, r).items():
-                d = run_first_last_max(runs)[2]
+            for k, d in _read_tops(r.reads).items():
                 if d is not None and d > best.get(k, -1):
                     best[k] = d
         for k, d in best.items():
@@ -130,8 +158,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         if not r.reads:
             continue
         mine = positions.setdefault(r.process, {})
-        for k, runs in read_positions(logs, r).items():
-            d = run_first_last_max(runs)[2]
+        for k, d in _read_tops(r.reads).items():
             if d is not None and d > mine.get(k, -1):
                 mine[k] = d
             elif k not in mine:
