@@ -3,7 +3,8 @@
 # Debian packages; the rest works as any user):
 #   - Debian packages: iproute2/iptables (namespaces, partitions), stress-ng (memory
 #     balloon), a JDK and Maven (Kafka brokers from Maven Central), procps, chromium
-#     (headless check of the HTML report)
+#     (headless check of the HTML report), docker.io and debootstrap (the docker
+#     backend builds its image locally)
 #   - the Python environment in .venv with ktrial installed editable
 #   - the Kafka jars from Maven Central into ~/.cache/ktrial/kafka/<version>/lib
 #   - the Toxiproxy server from the Go module proxy into ~/.cache/ktrial/bin
@@ -23,6 +24,8 @@ command -v mvn >/dev/null || need_pkgs+=(maven)
 command -v pgrep >/dev/null || need_pkgs+=(procps)
 command -v chromium >/dev/null || need_pkgs+=(chromium)  # report screenshot test
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need_pkgs+=(golang-go)
+command -v dockerd >/dev/null || need_pkgs+=(docker.io)        # --cluster docker
+command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)  # its locally built image
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_pkgs[*]}"
