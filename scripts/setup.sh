@@ -39,10 +39,15 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c 'import ktrial, confluent_kafka, hypothesis' 2>/dev/null; then
+# Reinstall when pyproject.toml changed since the last install (new dependencies).
+stamp=.venv/.ktrial-pyproject.sha256
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
+   || ! .venv/bin/python -c 'import ktrial, confluent_kafka, hypothesis' 2>/dev/null; then
   log "installing ktrial and its dependencies into .venv"
   .venv/bin/pip install -q -U pip
   .venv/bin/pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
 fi
 
 # 3. Kafka jars (Maven Central)
