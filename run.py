@@ -261,6 +261,17 @@ class Run:
             if refused:
                 raise Unsupported("; ".join(f"{f}: {why}" for f, why in refused.items()))
             return ext
+        if spec.cluster == "docker":
+            from .clusters.docker import DockerCluster
+
+            return DockerCluster(
+                nodes=spec.nodes,
+                profile=spec.profile,
+                kafka_version=spec.kafka_version,
+                broker_config=spec.broker_config,
+                heap_mb=spec.heap_mb,
+                progress=self.say,
+            )
         if spec.cluster != "local":
             raise ValueError(f"cluster backend {spec.cluster!r} is not available; use local")
         from .clusters.local import LocalCluster

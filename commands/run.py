@@ -130,11 +130,12 @@ def workload_options(
 @click.option(
     "--cluster",
     "cluster_kind",
-    type=click.Choice(["local", "external"]),
+    type=click.Choice(["local", "docker", "external"]),
     default="local",
     show_default=True,
-    help="Where brokers run: local (embedded, started by ktrial) or external (an existing "
-    "cluster at --bootstrap; process faults through --hook commands).",
+    help="Where brokers run: local (embedded, started by ktrial), docker (the same nodes as "
+    "containers of a locally built image) or external (an existing cluster at --bootstrap; "
+    "process faults through --hook commands).",
 )
 @click.option(
     "--bootstrap",
