@@ -12,6 +12,7 @@ form, so leftovers can be found without the (possibly lost) state file:
 | broker JVM | `-Dktrial.run=<runid>` on its command line |
 | helpers (Toxiproxy, stress-ng, ...) | `KTRIAL_RUN=<runid>` in their environment |
 | work directory | from state.json, or `<tmp>/ktrial-<runid>-*` |
+| docker container / network | label `ktrial.run=<runid>` (docker backend) |
 | state | `<state root>/<runid>/` |
 
 A run is left alone while the owner recorded in its state is alive, unless `all_`
@@ -31,6 +32,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import cgroups, netns
 from . import state as statemod
@@ -55,11 +57,12 @@ class Leftovers:
     cgroups: dict[Path, str] = field(default_factory=dict)
     dirs: dict[Path, str] = field(default_factory=dict)
     states: dict[str, dict[str, object]] = field(default_factory=dict)
+    docker: dict[str, str] = field(default_factory=dict)  # "container NAME" -> run id
 
     def run_ids(self) -> set[str]:
         ids = set(self.processes.values()) | set(self.netns.values()) | set(self.links.values())
         ids |= {r for _, r in self.rules} | set(self.cgroups.values()) | set(self.dirs.values())
-        return ids | set(self.states)
+        return ids | set(self.states) | set(self.docker.values())
 
     def only(self, keep: Iterable[str]) -> Leftovers:
         k = set(keep)
@@ -71,6 +74,7 @@ class Leftovers:
             cgroups={d: r for d, r in self.cgroups.items() if r in k},
             dirs={d: r for d, r in self.dirs.items() if r in k},
             states={r: s for r, s in self.states.items() if r in k},
+            docker={d: r for d, r in self.docker.items() if r in k},
         )
 
     def describe(self) -> list[str]:
@@ -81,6 +85,7 @@ class Leftovers:
         out += [f"cgroup {d}" for d in sorted(self.cgroups)]
         out += [f"dir {d}" for d in sorted(self.dirs)]
         out += [f"state {statemod.state_root() / r}" for r in sorted(self.states)]
+        out += [f"docker {d}" for d in sorted(self.docker)]
         return out
 
     def empty(self) -> bool:
@@ -123,6 +128,7 @@ def scan() -> Leftovers:
     """Everything of every ktrial run on this machine, live or dead."""
     lo = Leftovers()
     lo.processes = scan_processes()
+    lo.docker = _docker().scan_leftovers()
     for ns in netns.list_netns():
         if m := NETNS_RE.match(ns):
             lo.netns[ns] = m.group(1)
@@ -173,9 +179,12 @@ def _kill(pids: Iterable[int]) -> None:
 
 
 def remove(lo: Leftovers) -> list[str]:
-    """Remove the given leftovers, processes first; returns what could not be removed."""
-    _kill(lo.processes)
+    """Remove the given leftovers, containers and processes first; returns what could not
+    be removed."""
     problems: list[str] = []
+    if lo.docker:  # through the engine first: killing its processes would strand its records
+        problems += _docker().remove_leftovers(set(lo.docker.values()))
+    _kill(lo.processes)
     for d in sorted(lo.cgroups, key=lambda p: len(p.parts), reverse=True):
         _kill(cgroups.pids(d))
         try:
@@ -234,4 +243,14 @@ def clean(
             if lo.states[rid].get("owner_kind") == "keeper":
                 stop_owner(lo.states[rid], timeout=30)
         chosen = scan().only(targets)
-    return chosen, remove(chosen)
+    problems = remove(chosen)
+    if _docker().stop_orphaned_dockerd() is not None:
+        chosen.docker["dockerd of a dead run"] = ""
+    return chosen, problems
+
+
+def _docker() -> Any:
+    """The docker backend's leftover helpers (imported late: the SDK is slow to import)."""
+    from . import docker
+
+    return docker
