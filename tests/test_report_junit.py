@@ -30,10 +30,10 @@ def test_suite_counts_match_testcases(invalid: tuple[Path, ET.Element]) -> None:
     assert suite is not None and suite.get("name") == "ktrial" and root.get("name") == "ktrial"
     all_cases = suite.findall("testcase")
     assert suite.get("tests") == str(len(all_cases))
-    fails = [c.get("name") for c in all_cases if c.find("failure") is not None]
+    fails = [c.get("name", "") for c in all_cases if c.find("failure") is not None]
     assert suite.get("failures") == str(len(fails)) == root.get("failures")
     assert sorted(fails) == ["G1c", "duplicate", "lost-write"]
-    skipped = [c.get("name") for c in all_cases if c.find("skipped") is not None]
+    skipped = [c.get("name", "") for c in all_cases if c.find("skipped") is not None]
     assert suite.get("skipped") == str(len(skipped))
     assert sorted(skipped) == ["eos-duplicate", "eos-loss"]  # a queue run
 
