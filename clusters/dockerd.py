@@ -231,6 +231,10 @@ def stop_daemon(paths: DaemonPaths, timeout: float = 30.0) -> None:
     for f in (paths.record, paths.socket, paths.pidfile):
         with contextlib.suppress(OSError):
             f.unlink()
+    if pid is None or not statemod.is_alive(pid, None):
+        import shutil  # runtime state only (empty dirs once the daemon is gone)
+
+        shutil.rmtree(paths.exec_root, ignore_errors=True)
 
 
 def orphaned(paths: DaemonPaths) -> bool:
