@@ -116,9 +116,7 @@ class PauseFault(FaultBase):
         self.info = {"nodes": chosen}
         for name in chosen:
             nodes[name].pause()
-        # SIGSTOP takes effect asynchronously (every thread must reach the group stop):
-        # wait for it, so the recorded time is when the node really froze
-        self.info["frozen"] = [n for n in chosen if wait_state(nodes[n].pid, "T", 5.0)]
+        self.info["frozen"] = [n for n in chosen if _frozen(nodes[n])]
         self.ctx.record("pause", self.info)
         return self.info
 
@@ -134,6 +132,19 @@ class PauseFault(FaultBase):
         if errors:
             value["errors"] = errors
         self.ctx.record("resume", value)
+
+
+def _frozen(node: Node) -> bool:
+    """Whether `node` is frozen now, so that the pause op is stamped when it really froze.
+
+    A node that reports `paused` returns from pause() only once frozen (local: every
+    thread stopped; docker: the freezer reports FROZEN, its threads then show state D,
+    not T; external: the hook returned). Otherwise SIGSTOP takes effect asynchronously
+    (every thread must reach the group stop): wait up to 5 s for state T.
+    """
+    if getattr(node, "paused", False) is True:
+        return True
+    return wait_state(node.pid, "T", 5.0)
 
 
 def wait_port(host: str, port: int, timeout: float) -> bool:
