@@ -147,6 +147,15 @@ def main() -> None:
     )
     ap.add_argument("--perf-records", type=int, default=200000)
     ap.add_argument(
+        "--opt",
+        action="append",
+        default=[],
+        metavar="KEY=INT",
+        help="extra queue workload option for every run, e.g. poll_ms=50 (repeatable)",
+    )
+    ap.add_argument("--no-txn", action="store_true", help="skip the --txn runs")
+    ap.add_argument("--no-perf", action="store_true", help="skip ProducerPerformance")
+    ap.add_argument(
         "--warmup", type=float, default=60, help="unmeasured seconds of load first (JIT)"
     )
     ap.add_argument("--out", default="/tmp/ktrial-bench-workload")
@@ -154,17 +163,25 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"nproc": os.cpu_count()}
+    extra = {k: int(v) for k, _, v in (o.partition("=") for o in a.opt)}
     with LocalCluster(nodes=3) as cluster:
         if a.warmup > 0:
             run_queue(cluster, {"concurrency": 64}, a.warmup, out / "warmup.jsonl")
         for c in [int(x) for x in a.concurrency.split(",")]:
-            for mode, opts in (("idempotent", {}), ("txn", {"txn": True})):
+            modes: list[tuple[str, dict[str, Any]]] = [("idempotent", {})]
+            if not a.no_txn:
+                modes.append(("txn", {"txn": True}))
+            for mode, opts in modes:
                 r = run_queue(
-                    cluster, {"concurrency": c, **opts}, a.seconds, out / f"{mode}-{c}.jsonl"
+                    cluster,
+                    {"concurrency": c, **extra, **opts},
+                    a.seconds,
+                    out / f"{mode}-{c}.jsonl",
                 )
                 res[f"{mode}-c{c}"] = r
                 print(json.dumps(r), flush=True)
-        res["producer_perf_test"] = run_perf_test(cluster, a.perf_records)
+        if not a.no_perf:
+            res["producer_perf_test"] = run_perf_test(cluster, a.perf_records)
     print(json.dumps(res, indent=1))
 
 
