@@ -211,6 +211,10 @@ class DockerNode:
     def paused(self) -> bool:
         return bool(self._state().get("Paused"))
 
+    def is_frozen(self) -> bool:
+        """docker pause returns once the freezer reports FROZEN (threads then show D, not T)."""
+        return self.paused
+
     @property
     def returncode(self) -> int | None:
         st = self._state()

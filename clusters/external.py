@@ -114,6 +114,10 @@ class ExternalNode:
     def log_paths(self) -> Sequence[Path]:
         return []
 
+    def is_frozen(self) -> bool:
+        """Paused as far as ktrial knows: the pause hook returned successfully."""
+        return self.state == "paused"
+
     def is_running(self) -> bool:
         return self.state != "stopped"
 

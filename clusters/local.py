@@ -46,7 +46,7 @@ from .kafka_config import (
     render_properties,
     server_properties,
 )
-from .procs import wait_stopped
+from .procs import process_state, wait_stopped
 
 log = logging.getLogger(__name__)
 
@@ -759,7 +759,9 @@ class LocalCluster:
         inside each namespace, lift cgroup memory limits, start stopped nodes, wait ready.
         """
         for n in self._nodes:
-            if n.paused:
+            # Also a node another process SIGSTOPped (a test's child, a killed ktrial):
+            # the kernel, not our flag, says whether it is stopped.
+            if n.paused or (n.pid is not None and process_state(n.pid) in ("T", "t")):
                 n.resume()
             if n.netns:
                 for table in ("filter", "raw", "mangle"):

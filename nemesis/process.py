@@ -137,13 +137,14 @@ class PauseFault(FaultBase):
 def _frozen(node: Node) -> bool:
     """Whether `node` is frozen now, so that the pause op is stamped when it really froze.
 
-    A node that reports `paused` returns from pause() only once frozen (local: every
-    thread stopped; docker: the freezer reports FROZEN, its threads then show state D,
-    not T; external: the hook returned). Otherwise SIGSTOP takes effect asynchronously
-    (every thread must reach the group stop): wait up to 5 s for state T.
+    A backend whose pause() returns only once the node is frozen says so with
+    ``is_frozen()`` (docker: the freezer reports FROZEN, and its threads then show
+    state D, not T; external: the hook returned). Otherwise SIGSTOP takes effect
+    asynchronously (every thread must reach the group stop): wait up to 5 s for T.
     """
-    if getattr(node, "paused", False) is True:
-        return True
+    is_frozen = getattr(node, "is_frozen", None)
+    if callable(is_frozen):
+        return bool(is_frozen())
     return wait_state(node.pid, "T", 5.0)
 
 

@@ -208,7 +208,7 @@ class ConfluentDriver:
         keys = sorted(set(keys))
         try:
             if from_beginning:
-                c.assign([self._ck_tp(k, ck.OFFSET_BEGINNING) for k in keys])
+                c.assign([self._ck_tp(k, 0) for k in keys])
                 self.assigned = list(keys)
                 self.pos = {}
             elif self.cfg.sub_via == "subscribe":
@@ -338,15 +338,18 @@ class ConfluentDriver:
         return ck.TopicPartition(tp.topic, tp.partition, offset)
 
     def _start_offsets(self, keys: Sequence[int]) -> dict[int, int]:
-        """Where newly assigned keys start: the beginning of the log.
+        """Where newly assigned keys start: offset 0, a concrete offset.
 
-        Not OFFSET_STORED: librdkafka resolves the group's committed offset
-        asynchronously, and under a slow coordinator re-assignments raced (one poll read
-        a key at offset 40, then from 0). Not a synchronous committed() either: it timed
-        out (10 s) under load. A new key's first read may start anywhere, so starting
-        at the beginning is always legal; it costs re-reads of short logs.
+        Never a logical offset. librdkafka resolves OFFSET_STORED and OFFSET_BEGINNING
+        asynchronously (a ListOffsets/OffsetFetch request), and a resolution still in
+        flight when the key is re-assigned with an explicit position is applied
+        afterwards: a consumer read key 7 up to offset 91, was re-assigned at 92, and
+        its next poll began again at 0 (CI, kill nemesis, safe profile). A synchronous
+        committed() timed out (10 s) under load. A new key's first read may start
+        anywhere, so 0 is always legal; if a topic's log starts later (retention), the
+        fetch is out of range and auto.offset.reset=earliest moves it forward.
         """
-        return dict.fromkeys(keys, ck.OFFSET_BEGINNING)
+        return dict.fromkeys(keys, 0)
 
     def _keys_of(self, tps: list[ck.TopicPartition]) -> list[int]:
         out = []
