@@ -333,9 +333,11 @@ class ExternalCluster:
                 except Exception as e:
                     log.warning("could not delete topic %s: %s", t, e)
             # Deletion is asynchronous on the brokers: wait (bounded) until it shows.
-            deadline = time.monotonic() + 30
+            # Every broker's metadata cache must drop them: three clean answers in a row.
+            deadline, clean = time.monotonic() + 30, 0
             while time.monotonic() < deadline:
-                if not set(topics) & set(admin.list_topics(timeout=10).topics):
+                clean = 0 if set(topics) & set(admin.list_topics(timeout=10).topics) else clean + 1
+                if clean >= 3:
                     return
                 time.sleep(0.5)
             log.warning("topics %s still listed 30 s after their deletion", topics)

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ def test_discovery_topics_and_teardown_deletes_them(local_cluster: Any) -> None:
     assert len(md.topics[topic].partitions) == 2
     assert all(len(p.isrs) == 3 for p in md.topics[topic].partitions.values())
     ext.teardown()
+    # each broker drops a deleted topic from its metadata cache in its own time
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert topic not in admin.list_topics(timeout=10).topics
     assert ext.metadata()["unavailable_faults"] == sorted(ext.unsupported_faults())
 
@@ -94,9 +99,13 @@ def test_run_on_an_external_cluster_with_pause_hooks_is_valid(
     hooks = log.read_text().split()
     assert "pause" in hooks and "resume" in hooks
     assert sum(1 for o in ops if o["type"] == "ok" and o["f"] == "txn") >= 20
-    # the run's topics are gone from the cluster it borrowed
-    topics = set(local_cluster._admin().list_topics(timeout=10).topics)
-    assert not set(meta["topics"]) & topics
+    # the run's topics are gone from the cluster it borrowed (each broker's metadata
+    # cache drops them in its own time)
+    admin = local_cluster._admin()
+    deadline = time.monotonic() + 60
+    while set(meta["topics"]) & set(admin.list_topics(timeout=10).topics):
+        assert time.monotonic() < deadline, "the run's topics were not deleted"
+        time.sleep(0.5)
 
 
 def test_faults_without_hooks_are_refused_before_anything_runs(

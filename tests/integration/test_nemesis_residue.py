@@ -68,7 +68,9 @@ CHILD = textwrap.dedent(
         stack.callback(nem.heal_all)
         nem.start("partition", ["n1"], shape="isolate")
         nem.start("pause", ["n2"])
-        nem.start("memory", ["n3"], balloon_bytes=32 << 20)
+        # a balloon smaller than the squeeze's headroom (32 MiB): pressure without an
+        # OOM loop that could kill the balloon before the test sees it
+        nem.start("memory", ["n3"], balloon_bytes=8 << 20)
         print("READY", flush=True)
         time.sleep(600)
     """
@@ -114,9 +116,13 @@ def test_sigint_during_partition_pause_and_squeeze_leaves_nothing(
         child.send_signal(signal.SIGINT)
         assert child.wait(60) != 0  # KeyboardInterrupt, after the ExitStack healed
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        if child.poll() is None:  # an assertion failed: let the child heal, then kill it
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
     for n in cluster.nodes:
         assert tagged_rules(n, COMMENT_PREFIX) == [], f"{n.name} kept nemesis rules"
