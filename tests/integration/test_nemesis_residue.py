@@ -29,6 +29,9 @@ pytestmark = pytest.mark.integration
 CHILD = textwrap.dedent(
     """
     import contextlib, json, os, random, signal, subprocess, sys, time
+    # Python installs its KeyboardInterrupt handler only if SIGINT was not inherited as
+    # ignored (it is, under a non-interactive shell's `&`): install it, as ktrial run does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from ktrial.histories.jsonl import HistoryWriter
     from ktrial.histories.recorder import Recorder
     from ktrial.nemesis import Nemesis
