@@ -45,7 +45,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import confluent_kafka as ck
-from confluent_kafka import KafkaError
 
 from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
@@ -309,21 +308,8 @@ class PaddedTxnDriver(ConfluentDriver):
         self.last_commit_s = None
         return super().execute(f, value, abort)
 
-    def _produce(self, mops: list[Any], idx: list[int], results: list[Any]) -> None:
-        producer = self._require_producer()
-        for i in idx:
-            _, key, val = mops[i]
-            tp = self.cfg.keys.tp(key)
-
-            def cb(err: KafkaError | None, msg: ck.Message, i: int = i) -> None:
-                results[i] = err if err is not None else msg.offset()
-
-            producer.produce(
-                tp.topic,
-                value=payload(val, self.message_bytes),
-                partition=tp.partition,
-                on_delivery=cb,
-            )
+    def _payload(self, value: Any) -> bytes:
+        return payload(value, self.message_bytes)
 
     def _producer_call(
         self, name: str, fn: Callable[[ck.Producer, float], Any], budget_s: float
