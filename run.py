@@ -49,6 +49,7 @@ class RunSpec:
     broker_config: dict[str, str] = field(default_factory=dict)
     heap_mb: int = 512
     netns: bool | None = None
+    keep_data: bool = False  # local: copy brokers' data dirs into the run directory
     workload: str = "queue"
     workload_opts: dict[str, Any] = field(default_factory=dict)
     nemesis: Any = None  # nemesis.NemesisOptions
@@ -284,6 +285,7 @@ class Run:
             heap_mb=spec.heap_mb,
             use_netns=spec.netns,
             work_root=None,
+            save_data_to=self.run_dir.path / "data" if spec.keep_data and self.run_dir else None,
         )
 
     def _live_view(self, recorder: Recorder) -> contextlib.AbstractContextManager[Any]:

@@ -369,6 +369,7 @@ class LocalCluster:
         ready_timeout: float = 180.0,
         auto_install: bool = True,
         keep_work_dir: bool = False,
+        save_data_to: Path | str | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -390,6 +391,9 @@ class LocalCluster:
         self.ready_timeout = ready_timeout
         self.auto_install = auto_install
         self.keep_work_dir = keep_work_dir
+        # Where each node's data directory is copied at teardown, once its broker is
+        # stopped (for kafka-dump-log after an anomaly); None: not kept.
+        self.save_data_to = Path(save_data_to) if save_data_to else None
         self.state_file = statemod.for_run(self.run_id)
         self.owner_kind = "library"
         self._nodes: list[LocalNode] = []
@@ -517,6 +521,8 @@ class LocalCluster:
             self._make_cgroups()
         # 5. storage, then processes
         self._format_storage()
+        if self.save_data_to is not None:
+            stack.callback(self._save_data)  # runs after _kill_all, before the rmtree
         stack.callback(self._kill_all)
         for n in self._nodes:
             n.start()
@@ -607,6 +613,16 @@ class LocalCluster:
 
         with ThreadPoolExecutor(max_workers=len(self._nodes)) as ex:
             list(ex.map(fmt, self._nodes))
+
+    def _save_data(self) -> None:
+        """Copy each node's data directory to ``save_data_to/<node>`` (brokers stopped)."""
+        assert self.save_data_to is not None
+        for n in self._nodes:
+            if n.data_dir.is_dir():
+                try:
+                    shutil.copytree(n.data_dir, self.save_data_to / n.name, dirs_exist_ok=True)
+                except OSError as e:
+                    log.warning("could not keep the data of %s: %s", n.name, e)
 
     def _kill_all(self) -> None:
         for n in self._nodes:

@@ -175,6 +175,12 @@ def workload_options(
 @click.option("--heap-mb", type=int, default=512, show_default=True, help="Broker JVM heap.")
 @click.option("--no-netns", is_flag=True, help="Brokers on loopback (no partitions/loss faults).")
 @click.option(
+    "--keep-data",
+    is_flag=True,
+    help="Local cluster: copy each broker's data directory to RUN_DIR/data at teardown"
+    " (inspect logs and transaction markers with kafka-dump-log).",
+)
+@click.option(
     "--workload",
     type=click.Choice(["queue", "copy", "txn-cost"]),
     default="queue",
@@ -295,6 +301,8 @@ def run(**kw: Any) -> None:
         raise click.BadParameter(str(e), param_hint="--hook") from None
     if kw["cluster_kind"] == "external" and not kw["bootstrap"].strip():
         raise click.UsageError("--cluster external needs --bootstrap HOST:PORT[,HOST:PORT...]")
+    if kw["keep_data"] and kw["cluster_kind"] != "local":
+        raise click.UsageError("--keep-data needs --cluster local")
     if kw["cluster_kind"] != "external" and (kw["bootstrap"] or hooks or kw["keep_topics"]):
         raise click.UsageError("--bootstrap, --hook and --keep-topics need --cluster external")
     spec = RunSpec(
@@ -309,6 +317,7 @@ def run(**kw: Any) -> None:
         broker_config=parse_overrides(kw["broker_config"], "--broker-config"),
         heap_mb=kw["heap_mb"],
         netns=False if kw["no_netns"] else None,
+        keep_data=kw["keep_data"],
         workload=workload,
         workload_opts=wopts,
         nemesis=nem,

@@ -230,9 +230,10 @@ def _resources(c: LocalCluster) -> dict[str, list[str]]:
 
 
 @pytest.mark.usefixtures("require_local_cluster")
-def test_teardown_on_exception_leaves_nothing() -> None:
+def test_teardown_on_exception_leaves_nothing(tmp_path: Path) -> None:
     seen: dict[str, list[str]] = {}
-    with pytest.raises(RuntimeError, match="boom"), LocalCluster(nodes=2) as c:
+    kept = tmp_path / "data"
+    with pytest.raises(RuntimeError, match="boom"), LocalCluster(nodes=2, save_data_to=kept) as c:
         # leave it in a messy state: one node paused, a helper process in a node's cgroup
         c.node("n1").pause()
         helper = c.node("n2").popen_in_cgroup(["sleep", "600"])
@@ -244,6 +245,10 @@ def test_teardown_on_exception_leaves_nothing() -> None:
     assert len(seen["processes"]) >= 3  # two JVMs and the helper
     helper.wait(10)
     assert _resources(c) == {k: [] for k in seen}
+    # save_data_to (ktrial run --keep-data): each node's log dirs survive the teardown
+    for n in ("n1", "n2"):
+        assert (kept / n / "meta.properties").is_file()
+        assert (kept / n / "__cluster_metadata-0").is_dir()
 
 
 SCRIPT = """
