@@ -153,6 +153,13 @@ def main() -> None:
         metavar="KEY=INT",
         help="extra queue workload option for every run, e.g. poll_ms=50 (repeatable)",
     )
+    ap.add_argument(
+        "--consumer-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka consumer override for every run (repeatable)",
+    )
     ap.add_argument("--no-txn", action="store_true", help="skip the --txn runs")
     ap.add_argument("--no-perf", action="store_true", help="skip ProducerPerformance")
     ap.add_argument(
@@ -163,7 +170,9 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"nproc": os.cpu_count()}
-    extra = {k: int(v) for k, _, v in (o.partition("=") for o in a.opt)}
+    extra: dict[str, Any] = {k: int(v) for k, _, v in (o.partition("=") for o in a.opt)}
+    if a.consumer_config:
+        extra["consumer_config"] = dict(o.partition("=")[::2] for o in a.consumer_config)
     with LocalCluster(nodes=3) as cluster:
         if a.warmup > 0:
             run_queue(cluster, {"concurrency": 64}, a.warmup, out / "warmup.jsonl")

@@ -43,8 +43,6 @@ from .base import Unsupported
 from .docker_image import ensure_image
 from .install import resolve
 from .kafka_config import (
-    NodeAddr,
-    Ports,
     format_features,
     jvm_args,
     log4j2_xml,
@@ -52,6 +50,7 @@ from .kafka_config import (
     server_properties,
 )
 from .local import NETNS_PORTS, LocalCluster, NodeStateError
+from .nodebase import BrokerNode
 
 log = logging.getLogger(__name__)
 
@@ -113,55 +112,17 @@ def _say(msg: str) -> None:
     print(f"[ktrial docker] {msg}", file=sys.stderr, flush=True)
 
 
-class DockerNode:
+class DockerNode(BrokerNode):
     """One broker+controller in a container. Implements clusters.base.Node."""
 
     def __init__(self, cluster: DockerCluster, index: int, host: str, work_dir: Path) -> None:
-        self.cluster = cluster
-        self.index = index
-        self.name = f"n{index}"
-        self.node_id = index
-        self.host = host
-        self.ports: Ports = NETNS_PORTS
+        self._init_node(cluster, index, host, NETNS_PORTS, work_dir)
         self.container_name = container_name(cluster.run_id, index)
-        self.work_dir = work_dir
-        self.data_dir = work_dir / "data"
-        self.logs_dir = work_dir / "logs"
-        self.config_path = work_dir / "server.properties"
         self.container_id: str | None = None
-        self._advertise: tuple[str, int] | None = None
         self._cgroup: Path | None = None
-        self._paused = False
 
     def __repr__(self) -> str:
         return f"<DockerNode {self.name} {self.container_name} {self.host}>"
-
-    # ------------------------------------------------------------ addresses
-
-    @property
-    def address(self) -> str:
-        return self.host
-
-    @property
-    def direct_client(self) -> str:
-        return f"{self.host}:{self.ports.client}"
-
-    def advertised_client(self) -> tuple[str, int]:
-        if self._advertise:
-            return self._advertise
-        if self.cluster.client_advertise:
-            adv = self.cluster.client_advertise(self)  # type: ignore[arg-type]
-            if adv:
-                return adv
-        return (self.host, self.ports.client)
-
-    @property
-    def client_bootstrap(self) -> str:
-        h, p = self.advertised_client()
-        return f"{h}:{p}"
-
-    def set_client_advertise(self, host_port: tuple[str, int] | None) -> None:
-        self._advertise = host_port
 
     # ------------------------------------------------------------ introspection
 
@@ -221,9 +182,6 @@ class DockerNode:
         return None if not st or st.get("Running") else st.get("ExitCode")
 
     # ------------------------------------------------------------ lifecycle
-
-    def nodeaddr(self) -> NodeAddr:
-        return NodeAddr(self.node_id, self.host, self.ports)
 
     def write_config(self) -> None:
         c = self.cluster

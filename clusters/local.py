@@ -37,7 +37,6 @@ from .base import Unsupported
 from .install import DEFAULT_KAFKA_VERSION, KafkaInstall, require_java, resolve
 from .kafka_config import (
     PROFILES,
-    NodeAddr,
     Ports,
     format_features,
     jvm_args,
@@ -46,6 +45,7 @@ from .kafka_config import (
     render_properties,
     server_properties,
 )
+from .nodebase import BrokerNode
 from .procs import process_state, wait_stopped
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ def _free_port_block(count: int, host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no block of {count} free ports on {host}")
 
 
-class LocalNode:
+class LocalNode(BrokerNode):
     """One broker+controller JVM. Implements clusters.base.Node."""
 
     def __init__(
@@ -108,54 +108,14 @@ class LocalNode:
         netns_name: str | None,
         work_dir: Path,
     ) -> None:
-        self.cluster = cluster
-        self.index = index
-        self.name = f"n{index}"
-        self.node_id = index
-        self.host = host
-        self.ports = ports
+        self._init_node(cluster, index, host, ports, work_dir)
         self.netns = netns_name
-        self.work_dir = work_dir
-        self.data_dir = work_dir / "data"
-        self.logs_dir = work_dir / "logs"
-        self.config_path = work_dir / "server.properties"
         self.log4j_path = work_dir / "log4j2.xml"
         self.cgroup_dir: Path | None = None
-        self._advertise: tuple[str, int] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._paused = False
 
     def __repr__(self) -> str:
         return f"<LocalNode {self.name} {self.host} pid={self.pid}>"
-
-    # ------------------------------------------------------------ addresses
-
-    @property
-    def address(self) -> str:
-        return self.host
-
-    @property
-    def direct_client(self) -> str:
-        """host:port of the broker's own CLIENT listener (the upstream of a proxy)."""
-        return f"{self.host}:{self.ports.client}"
-
-    def advertised_client(self) -> tuple[str, int]:
-        if self._advertise:
-            return self._advertise
-        if self.cluster.client_advertise:
-            adv = self.cluster.client_advertise(self)
-            if adv:
-                return adv
-        return (self.host, self.ports.client)
-
-    @property
-    def client_bootstrap(self) -> str:
-        h, p = self.advertised_client()
-        return f"{h}:{p}"
-
-    def set_client_advertise(self, host_port: tuple[str, int] | None) -> None:
-        """Advertise another host:port for CLIENT (e.g. a Toxiproxy); applies at next start."""
-        self._advertise = host_port
 
     # ------------------------------------------------------------ introspection
 
@@ -199,9 +159,6 @@ class LocalNode:
         )
         self.config_path.write_text(render_properties(props))
         self.log4j_path.write_text(log4j2_xml(str(self.log_path)))
-
-    def nodeaddr(self) -> NodeAddr:
-        return NodeAddr(self.node_id, self.host, self.ports)
 
     def wrap(self, cmd: Sequence[str], join_cgroup: bool = True) -> list[str]:
         """`cmd` placed in this node's namespace and (optionally) its cgroup."""
@@ -620,7 +577,15 @@ class LocalCluster:
         for n in self._nodes:
             if n.data_dir.is_dir():
                 try:
-                    shutil.copytree(n.data_dir, self.save_data_to / n.name, dirs_exist_ok=True)
+                    # Offset and time indexes are preallocated (10 MiB each, sparse)
+                    # and rebuilt by Kafka when missing: the logs, transaction indexes,
+                    # snapshots and checkpoints are what an investigation needs.
+                    shutil.copytree(
+                        n.data_dir,
+                        self.save_data_to / n.name,
+                        ignore=shutil.ignore_patterns("*.index", "*.timeindex"),
+                        dirs_exist_ok=True,
+                    )
                 except OSError as e:
                     log.warning("could not keep the data of %s: %s", n.name, e)
 
