@@ -178,6 +178,8 @@ class Run:
 
             writer = stack.enter_context(HistoryWriter(run_dir.history))
             recorder = Recorder(writer)
+            # wall-clock time of history time 0 (brokers' logs carry wall-clock times)
+            meta["history_wall_start"] = time.time() - recorder.now() / 1e9
             nem = Nemesis(
                 cluster,
                 recorder,

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "run": "run",
     "report": "report",
     "runs": "runs",
+    "trace": "trace",
 }
 
 

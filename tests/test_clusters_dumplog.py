@@ -1,0 +1,42 @@
+"""Parsing Kafka's DumpLogSegments output (real output of Kafka 4.1.1, tests/data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ktrial.clusters import dumplog
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_segment_dump_gives_values_producers_and_markers() -> None:
+    recs = dumplog.parse_segment_dump((DATA / "dumplog-segment.txt").read_text())
+    assert [r.offset for r in recs] == [0, 1, 2, 3, 4]
+    assert (recs[0].value, recs[0].producer_id, recs[0].producer_epoch) == ("7", 4, 0)
+    assert recs[0].transactional and not recs[0].control and recs[0].marker is None
+    assert (recs[2].value, recs[2].producer_id, recs[2].producer_epoch) == ("10", 1000, 1)
+    abort = recs[3]
+    assert abort.control and abort.marker == "ABORT" and abort.value is None
+    assert (abort.producer_id, abort.coordinator_epoch) == (1000, 0)
+    assert recs[4].marker == "COMMIT" and recs[4].coordinator_epoch == 1
+    assert "ABORT marker (coordinator epoch 0), pid 1000 epoch 1" in abort.describe()
+    assert [r.offset for r in dumplog.window(recs, 3, 1)] == [2, 3, 4]
+
+
+def test_multi_file_dump_is_split_by_file() -> None:
+    text = (DATA / "dumplog-segment.txt").read_text()
+    other = text.replace("Dumping n1/", "Dumping n2/")
+    by_file = dumplog.parse_segment_dumps(text + "\n" + other)
+    assert len(by_file) == 2
+    assert all(len(rs) == 5 for rs in by_file.values())
+
+
+def test_transaction_log_dump_gives_state_transitions() -> None:
+    ts = dumplog.parse_txn_log_dump((DATA / "dumplog-txnstate.txt").read_text())
+    assert [(t.offset, t.transactional_id, t.producer_id, t.status) for t in ts] == [
+        (5, "ktrial-cc7bfc84-w13", 3, "Ongoing"),
+        (6, "ktrial-cc7bfc84-w10", 0, "Ongoing"),
+    ]  # the <DELETE> tombstone is skipped
+    assert ts[0].partitions == ("ktrial-cc7bfc84-q-0-2", "ktrial-cc7bfc84-q-0-3")
+    assert ts[0].partition == "__transaction_state-2"
+    assert ts[1].update_ms == 1796008136317
