@@ -106,6 +106,15 @@ class DriverConfig:
     stop_grace_s: float = 2.0
     # How long a graceful close may take before it is left to finish in the background.
     close_wait_s: float = 3.0
+    # Replace a transactional producer after aborting a transaction whose sends were not
+    # all acknowledged. librdkafka (no KIP-890 epoch bump) keeps the producer epoch across
+    # the abort and may reuse such a send's sequence number for the next record to that
+    # partition; if the unacknowledged record did reach the log, the broker takes the new
+    # record for a duplicate of it, acknowledges it at the old record's offset and drops
+    # it: an acknowledged, committed write lost (seen in CI, traced with `ktrial trace`).
+    # The successor's init_transactions bumps the epoch, which makes sequences safe again.
+    # False reproduces the client bug.
+    retire_after_unsure_abort: bool = True
 
     def producer_config(self) -> dict[str, Any]:
         c = dict(DEFAULT_PRODUCER_CONFIG)
@@ -621,10 +630,12 @@ class ConfluentDriver:
 
         failure: Any = None
         retire = False
+        produced: list[int] = []  # sends handed to the producer
         try:
             for i, m in enumerate(mops):
                 if m[0] == "send":
                     self._produce(mops, [i], results)
+                    produced.append(i)
                 else:
                     recs: Records = {}
                     recs_by_mop[i] = recs
@@ -685,6 +696,17 @@ class ConfluentDriver:
             # committed and is aborted by the successor's init_transactions.
             self._rewind(snap)
             return self._done("fail", value, failure, True)
+        # Sends whose fate is unknown (no successful delivery report) make the producer
+        # unsafe to reuse after the abort: see DriverConfig.retire_after_unsure_abort.
+        unsure = any(not _acked(results[i]) for i in produced)
+        return self._abort_then(
+            snap, value, failure, retire=unsure and self.cfg.retire_after_unsure_abort
+        )
+
+    def _abort_then(
+        self, snap: dict[int, int], value: Any, failure: Any, retire: bool
+    ) -> Completion:
+        """Abort the open transaction; the op failed (it never committed) whatever happens."""
         try:
             self._producer_call(
                 "abort", lambda q, t: q.abort_transaction(t), self.cfg.abort_timeout_s
@@ -699,7 +721,12 @@ class ConfluentDriver:
             return self._done("fail", value, {"abort": v.error, "cause": failure}, True)
         ok = self._rewind(snap)
         err = failure if failure is not None else {"name": "DeliberateAbort"}
-        return self._done("fail", value, err, not ok)
+        return self._done("fail", value, err, retire or not ok)
+
+
+def _acked(r: Any) -> bool:
+    """Whether a send's result is a successful delivery report (an offset)."""
+    return isinstance(r, int) and not isinstance(r, bool)
 
 
 def _decode(raw: bytes | None) -> Any:

@@ -45,6 +45,8 @@ class QueueOptions:
     poll_ms: int = 100
     chase_keys: int = 2
     replication_factor: int = 3
+    # see DriverConfig.retire_after_unsure_abort (False reproduces a librdkafka lost write)
+    retire_after_unsure_abort: bool = True
     run_id: str = ""
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
@@ -116,6 +118,7 @@ class QueueWorkload:
             sub_via=self.opts.sub_via,
             txn_id_prefix=f"ktrial-{self.run_id}",
             poll_ms=self.opts.poll_ms,
+            retire_after_unsure_abort=self.opts.retire_after_unsure_abort,
             producer_overrides=dict(self.opts.producer_config),
             consumer_overrides=dict(self.opts.consumer_config),
         )

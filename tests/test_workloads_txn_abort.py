@@ -1,0 +1,114 @@
+"""The transactional driver's abort policy, with a scripted producer in place of librdkafka.
+
+A transaction that fails with a send unacknowledged must end with the process
+retired (after the abort): librdkafka keeps the producer epoch across an abort and
+may reuse that send's sequence number, so the broker can acknowledge the next record
+as a duplicate of the unacknowledged one and drop it — a lost write CI caught and
+`ktrial trace` showed (DriverConfig.retire_after_unsure_abort). The real-broker side
+of the driver is covered by tests/integration/test_workloads_drivers.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from ktrial.workloads.confluent import ConfluentDriver, DriverConfig
+from ktrial.workloads.driver import Completion, KeyMap, TopicPartition
+
+
+class _Msg:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class ScriptedProducer:
+    """Acknowledges sends on flush only when told to; records the transaction calls."""
+
+    def __init__(self, ack: bool) -> None:
+        self.ack = ack
+        self.pending: list[Any] = []
+        self.calls: list[str] = []
+        self.next_offset = 0
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, topic: str, value: bytes, partition: int, on_delivery: Any) -> None:
+        self.pending.append(on_delivery)
+
+    def flush(self, timeout: float = 0) -> int:
+        if self.ack:
+            for cb in self.pending:
+                cb(None, _Msg(self.next_offset))
+                self.next_offset += 1
+            self.pending = []
+        return len(self.pending)
+
+    def commit_transaction(self, timeout: float = 0) -> None:
+        self.calls.append("commit")
+
+    def abort_transaction(self, timeout: float = 0) -> None:
+        self.calls.append("abort")
+        self.pending = []
+
+    def purge(self, *args: Any) -> None:
+        self.pending = []
+
+
+def _driver(producer: ScriptedProducer, **cfg: Any) -> ConfluentDriver:
+    keys = KeyMap({0: TopicPartition("t", 0)})
+    config = DriverConfig(
+        bootstrap="unused:9092", keys=keys, group_id="g", txn=True, op_timeout_s=0.2, **cfg
+    )
+    d = ConfluentDriver.__new__(ConfluentDriver)  # no librdkafka client: the producer is scripted
+    d.cfg, d.process, d.stop = config, 7, None
+    d._producer_stuck = False
+    d.producer = producer  # type: ignore[assignment]
+    d.consumer = None
+    d.assigned, d.pos, d._op_first, d.rebalance_log = [], {}, {}, []
+    return d
+
+
+def _txn(d: ConfluentDriver, abort: bool = False) -> Completion:
+    return d.execute("txn", [["send", 0, 1], ["send", 0, 2]], abort=abort)
+
+
+def test_unacknowledged_send_aborts_then_retires() -> None:
+    p = ScriptedProducer(ack=False)
+    c = _txn(_driver(p))
+    assert c.type == "fail" and c.error["name"] == "FlushTimeout", c
+    assert p.calls == ["begin", "abort"]  # aborted (readers are not held up), never committed
+    assert c.retire is True  # ... and the producer is not reused
+    assert c.value == [["send", 0, 1], ["send", 0, 2]]  # no offsets: fate unknown
+
+
+def test_the_safeguard_can_be_turned_off_to_reproduce_the_client_bug() -> None:
+    p = ScriptedProducer(ack=False)
+    c = _txn(_driver(p, retire_after_unsure_abort=False))
+    assert c.type == "fail" and p.calls == ["begin", "abort"]
+    assert c.retire is False
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_deliberate_abort_of_acknowledged_sends_keeps_the_producer(flag: bool) -> None:
+    p = ScriptedProducer(ack=True)
+    c = _txn(_driver(p, retire_after_unsure_abort=flag), abort=True)
+    assert c.type == "fail" and c.error == {"name": "DeliberateAbort"}
+    assert c.value == [["send", 0, [0, 1]], ["send", 0, [1, 2]]]
+    assert p.calls == ["begin", "abort"] and c.retire is False
+
+
+def test_acknowledged_transaction_commits_and_keeps_the_producer() -> None:
+    p = ScriptedProducer(ack=True)
+    c = _txn(_driver(p))
+    assert c.type == "ok" and p.calls == ["begin", "commit"] and not c.retire
+
+
+def test_option_is_recorded_and_defaults_on() -> None:
+    assert DriverConfig(bootstrap="x", keys=KeyMap({}), group_id="g").retire_after_unsure_abort
+    assert "retire_after_unsure_abort" in {f.name for f in dataclasses.fields(DriverConfig)}
