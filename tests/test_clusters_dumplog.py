@@ -40,3 +40,26 @@ def test_transaction_log_dump_gives_state_transitions() -> None:
     assert ts[0].partitions == ("ktrial-cc7bfc84-q-0-2", "ktrial-cc7bfc84-q-0-3")
     assert ts[0].partition == "__transaction_state-2"
     assert ts[1].update_ms == 1796008136317
+
+
+def test_trace_without_kept_data_says_how_to_get_it(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from ktrial.cli import cli
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "test.json").write_text("{}")
+    res = CliRunner().invoke(cli, ["trace", str(run)])
+    assert res.exit_code == 2, res.output  # a usage error (the ktrial entry point exits 254)
+    assert "no broker data" in res.output and "--keep-data" in res.output
+
+
+def test_trace_needs_both_key_and_offset(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from ktrial.cli import cli
+
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "test.json").write_text('{"keys": {"0": {"topic": "t", "partition": 0}}}')
+    res = CliRunner().invoke(cli, ["trace", str(run), "--key", "0"])
+    assert res.exit_code == 2 and "give both --key and --offset" in res.output
