@@ -163,7 +163,10 @@ def main() -> None:
     ap.add_argument("--no-txn", action="store_true", help="skip the --txn runs")
     ap.add_argument("--no-perf", action="store_true", help="skip ProducerPerformance")
     ap.add_argument(
-        "--warmup", type=float, default=60, help="unmeasured seconds of load first (JIT)"
+        "--warmup",
+        type=float,
+        default=150,
+        help="unmeasured seconds of load first: cold brokers (JIT) measured 15-40%% slower",
     )
     ap.add_argument("--out", default="/tmp/ktrial-bench-workload")
     a = ap.parse_args()
