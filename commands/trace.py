@@ -26,6 +26,7 @@ class Target:
     key: str
     offset: int
     why: str
+    value: str | None = None  # the lost value, when tracing a lost write
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def _targets(rd: RunDir, key: str | None, offset: int | None) -> list[Target]:
     for ex in (results.get("anomalies") or {}).get("lost-write", {}).get("examples", []):
         if ex.get("offset") is not None:
             why = f"lost write of value {ex.get('value')} (op {ex.get('writer')})"
-            out.append(Target(str(ex["key"]), int(ex["offset"]), why))
+            out.append(Target(str(ex["key"]), int(ex["offset"]), why, str(ex.get("value"))))
     if not out:
         raise click.UsageError(
             "results.json lists no lost write with an offset: give --key/--offset"
@@ -115,6 +116,13 @@ def trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> No
 
       ktrial trace store/queue/latest --key 3 --offset 302
     """
+    try:
+        _trace(run_dir, key, offset, radius)
+    except dumplog.DumpError as e:
+        raise click.ClickException(f"{e} (is {run_dir / 'data'} a copy ktrial made?)") from None
+
+
+def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> None:
     from ..clusters.install import require_java, resolve
 
     rd = RunDir(run_dir)
@@ -141,6 +149,7 @@ def trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> No
         senders = _senders(rd, tg.key)
         pids: set[int] = set()
         times: list[int] = []
+        at_offset: list[dumplog.LogRecord] = []
         nodes = sorted(p for p in data.iterdir() if p.is_dir())
         files = [f for node in nodes for f in dumplog.segment_files(node / pdir)]
         by_file = dumplog.parse_segment_dumps(dumplog.dump(files, java, install.classpath))
@@ -161,11 +170,15 @@ def trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> No
                 if s is not None:
                     note = f"  <- op {s.op} (process {s.process}, {s.type}, {s.time_s:.3f} s)"
                 mark = ">>" if r.offset == tg.offset else "  "
+                if r.offset == tg.offset:
+                    at_offset.append(r)
                 click.echo(f"{mark} {r.describe()}{note}")
                 pids.add(r.producer_id)
                 times.append(r.create_ms)
         if not times:
             continue
+        if tg.value is not None and at_offset:
+            click.echo(_verdict(tg, at_offset))
         lo, hi = min(times) - 15_000, max(times) + 15_000
         if transitions is None:
             transitions = _txn_log(data, java, install.classpath)
@@ -179,3 +192,24 @@ def trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> No
             click.echo("-- faults around then:")
             for line in _faults(rd, lo / 1000 - wall0, hi / 1000 - wall0) or ["   (none)"]:
                 click.echo(line)
+
+
+def _verdict(tg: Target, at_offset: list[dumplog.LogRecord]) -> str:
+    """One sentence on what the replicas hold where the lost value was acknowledged."""
+    held = {(r.value, r.producer_id, r.producer_epoch, r.marker) for r in at_offset}
+    if len(held) > 1:
+        return "-- the replicas disagree about this offset (see above)."
+    value, pid, epoch, marker = next(iter(held))
+    if marker:
+        return f"-- offset {tg.offset} holds a {marker} marker, not value {tg.value}."
+    if value != tg.value:
+        return (
+            f"-- offset {tg.offset} holds value {value} (pid {pid} epoch {epoch}), not the lost "
+            f"value {tg.value}: the broker acknowledged {tg.value} at another record's offset. "
+            "When that record comes from the same producer id and epoch, the new batch was taken "
+            "for a retry of it (same sequence number) and dropped."
+        )
+    return (
+        f"-- offset {tg.offset} holds value {value} on every replica: look for the ABORT marker "
+        "of its producer after it (or a missing COMMIT), and at the readers."
+    )

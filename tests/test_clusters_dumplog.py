@@ -63,3 +63,16 @@ def test_trace_needs_both_key_and_offset(tmp_path: Path) -> None:
     (run / "test.json").write_text('{"keys": {"0": {"topic": "t", "partition": 0}}}')
     res = CliRunner().invoke(cli, ["trace", str(run), "--key", "0"])
     assert res.exit_code == 2 and "give both --key and --offset" in res.output
+
+
+def test_trace_verdict_names_a_record_taken_for_a_duplicate() -> None:
+    from ktrial.commands.trace import Target, _verdict
+
+    recs = dumplog.parse_segment_dump((DATA / "dumplog-segment.txt").read_text())
+    at2 = [r for r in recs if r.offset == 2] * 3  # three replicas agree: value 10, pid 1000
+    text = _verdict(Target("1", 2, "lost", "117"), at2)
+    assert "holds value 10 (pid 1000 epoch 1), not the lost value 117" in text
+    assert "same sequence number" in text
+    assert "holds value 10 on every replica" in _verdict(Target("1", 2, "lost", "10"), at2)
+    assert "ABORT marker, not value" in _verdict(Target("1", 3, "lost", "9"), [recs[3]])
+    assert "disagree" in _verdict(Target("1", 2, "lost", "10"), [recs[1], recs[2]])
