@@ -138,6 +138,10 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
     java = require_java()
     wall0 = float(test.get("history_wall_start") or 0.0)
     transitions: list[dumplog.TxnTransition] | None = None
+    nodes = sorted(p for p in data.iterdir() if p.is_dir())
+    # several lost writes often share a key: read its history and dump its log once
+    senders_of: dict[str, dict[str, Sent]] = {}
+    dumps: dict[str, dict[str, list[dumplog.LogRecord]]] = {}
     for tg in _targets(rd, key, offset):
         tp = keys.get(tg.key)
         if not isinstance(tp, dict):
@@ -146,13 +150,16 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
             )
         pdir = f"{tp['topic']}-{tp['partition']}"
         click.echo(f"== key {tg.key} = {pdir}, offset {tg.offset}: {tg.why}")
-        senders = _senders(rd, tg.key)
+        if tg.key not in senders_of:
+            senders_of[tg.key] = _senders(rd, tg.key)
+        senders = senders_of[tg.key]
+        if pdir not in dumps:
+            files = [f for node in nodes for f in dumplog.segment_files(node / pdir)]
+            dumps[pdir] = dumplog.parse_segment_dumps(dumplog.dump(files, java, install.classpath))
+        by_file = dumps[pdir]
         pids: set[int] = set()
         times: list[int] = []
         at_offset: list[dumplog.LogRecord] = []
-        nodes = sorted(p for p in data.iterdir() if p.is_dir())
-        files = [f for node in nodes for f in dumplog.segment_files(node / pdir)]
-        by_file = dumplog.parse_segment_dumps(dumplog.dump(files, java, install.classpath))
         for node in nodes:
             recs = [
                 r
@@ -190,7 +197,7 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
             click.echo("   (none: non-transactional producers, or outside the window)")
         if wall0:
             click.echo("-- faults around then:")
-            for line in _faults(rd, lo / 1000 - wall0, hi / 1000 - wall0) or ["   (none)"]:
+            for line in _faults(rd, lo / 1000 - wall0, hi / 1000 - wall0) or ["  (none)"]:
                 click.echo(line)
 
 

@@ -10,12 +10,12 @@ of the driver is covered by tests/integration/test_workloads_drivers.py.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 from ktrial.workloads.confluent import ConfluentDriver, DriverConfig
 from ktrial.workloads.driver import Completion, KeyMap, TopicPartition
+from ktrial.workloads.queue import QueueOptions, QueueWorkload
 
 
 class _Msg:
@@ -109,6 +109,18 @@ def test_acknowledged_transaction_commits_and_keeps_the_producer() -> None:
     assert c.type == "ok" and p.calls == ["begin", "commit"] and not c.retire
 
 
-def test_option_is_recorded_and_defaults_on() -> None:
-    assert DriverConfig(bootstrap="x", keys=KeyMap({}), group_id="g").retire_after_unsure_abort
-    assert "retire_after_unsure_abort" in {f.name for f in dataclasses.fields(DriverConfig)}
+class _Cluster:
+    """Just enough of a cluster for QueueWorkload.setup (no broker is contacted)."""
+
+    bootstrap_servers = "unused:9092"
+
+    def create_topics(self, topics: dict[str, int], replication_factor: int = 3) -> None:
+        pass
+
+
+def test_option_defaults_on_reaches_the_driver_and_is_recorded() -> None:
+    assert QueueWorkload(QueueOptions(txn=True), 1).opts.retire_after_unsure_abort is True
+    wl = QueueWorkload(QueueOptions.from_dict({"txn": True, "retire_after_unsure_abort": False}), 1)
+    meta = wl.setup(_Cluster())  # type: ignore[arg-type]
+    assert wl.cfg is not None and wl.cfg.retire_after_unsure_abort is False
+    assert meta["workload_options"]["retire_after_unsure_abort"] is False  # in test.json
