@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ..histories.jsonl import iter_history
-from ..histories.model import NEMESIS, Op
+from ..histories.jsonl import iter_flat, iter_history
+from ..histories.model import NEMESIS, Flat, Op
 from . import cycles, liveness, metrics, order, visibility
 from .copy import check_copy, copy_section
 from .logs import build_logs
@@ -26,7 +26,7 @@ DEFAULT = CheckOptions()
 
 
 def check(
-    ops: Iterable[Op], opts: CheckOptions = DEFAULT, meta: dict[str, Any] | None = None
+    ops: Iterable[Op | Flat], opts: CheckOptions = DEFAULT, meta: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Check a history; return the results dict (DESIGN.md section 3).
 
@@ -48,7 +48,7 @@ def check(
         res = analyse(p, opts, started, nemesis)
         if is_copy:
             assert copy_meta is not None
-            merge_anomalies(res, check_copy(ops, copy_meta, opts.max_examples))
+            merge_anomalies(res, check_copy(ops, copy_meta, opts.max_examples))  # type: ignore[arg-type]
         return res
     finally:
         if was_enabled:
@@ -61,7 +61,10 @@ def check_file(
     meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check a history.jsonl file (streamed; malformed input raises HistoryError)."""
-    return check(iter_history(path), opts, meta)
+    copy_meta = {**(meta or {}), "copy": opts.copy} if opts.copy else meta
+    if copy_meta is not None and copy_section(copy_meta) is not None:
+        return check(iter_history(path), opts, meta)  # the exactly-once check reads Ops
+    return check(iter_flat(path), opts, meta)
 
 
 def merge_anomalies(results: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -75,12 +78,12 @@ def merge_anomalies(results: dict[str, Any], extra: dict[str, Any]) -> dict[str,
     return results
 
 
-def _tap_nemesis(ops: Iterable[Op], sink: list[Op]) -> Iterator[Op]:
+def _tap_nemesis(ops: Iterable[Op | Flat], sink: list[Op]) -> Iterator[Op | Flat]:
     """Pass ops through, keeping the nemesis ops: prepare() only counts them, but the
     liveness analysis needs the heals and the node-stats samples."""
     for op in ops:
         if op.process == NEMESIS:
-            sink.append(op)
+            sink.append(op)  # type: ignore[arg-type]  # never a Flat
         yield op
 
 

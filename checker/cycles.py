@@ -82,9 +82,9 @@ def component_graph(
     if ww:
         for u in members:
             r = p.ops[u]
-            for k, v, _o, _i in r.writes:
+            for k, val, _o, _i in r.writes:
                 kl = logs.keys.get(k)
-                d = None if kl is None else kl.last.get(v)
+                d = None if kl is None else kl.last.get(val)
                 if d is None:
                     continue
                 nxt = next_committed_writer(p, logs, k, d, u)

@@ -28,10 +28,8 @@ from itertools import compress, islice
 from operator import itemgetter, lt, ne
 from typing import Any
 
-from ..histories.model import DATA_FS, NEMESIS, Op, Poll, Send
+from ..histories.model import DATA_FS, NEMESIS, Effect, Flat, Op, ReadRun, flatten
 
-# A send: (key, value, offset or None, micro-op index within the op)
-Effect = tuple[str, Any, "int | None", int]
 # A poll's records of one key: (key, where, micro-op index, values or None, extra).
 # While streaming, `where` holds offsets (a range when consecutive, else an array('q'),
 # or a list with null offsets) and `extra` whether they increase; logs.build_logs turns
@@ -164,12 +162,6 @@ def _rebalanced_keys(log: Any) -> frozenset[str]:
     return frozenset(out)
 
 
-def _sends(mops: Any) -> tuple[Effect, ...]:
-    if not isinstance(mops, list):
-        return ()
-    return tuple([(m.key, m.value, m.offset, i) for i, m in enumerate(mops) if type(m) is Send])
-
-
 def _merge_writes(completion: tuple[Effect, ...], invoke: tuple[Effect, ...]) -> tuple[Effect, ...]:
     """Sends the invoke announced but the (partial) completion does not list: offset unknown."""
     if not invoke:
@@ -186,47 +178,36 @@ class _Folder:
         self.p = p
         self.pending_unseen: dict[str, set[Any]] = {}  # ok-sent values not yet read
 
-    def reads(self, rec: OpRec, mops: list[Any]) -> None:
+    def reads(self, rec: OpRec, runs: list[ReadRun]) -> None:
         p = self.p
         ok = rec.type == "ok"
         sent = {(k, v) for k, v, _o, _i in rec.writes} if rec.writes else None
         out: list[Chunk] = []
-        for i, m in enumerate(mops):
-            if type(m) is not Poll or not m.records:
-                continue
-            for k, recs in m.records.items():
-                n = len(recs)
-                if not n:
-                    continue
-                p.n_read_records += n
-                offs = getattr(recs, "offsets", None)
-                if offs is None:
-                    offs = list(map(_first, recs))
-                    vals = list(map(_second, recs))
-                else:
-                    vals = recs.values  # type: ignore[attr-defined]
-                if ok:
-                    self._ok_read(k, vals)
-                if sent is not None:
-                    self._precommitted(rec, sent, k, offs, vals, i)
-                keep = None
-                if None in offs:
+        for i, k, offs, vals in runs:
+            n = len(offs)
+            p.n_read_records += n
+            if ok:
+                self._ok_read(k, vals)
+            if sent is not None:
+                self._precommitted(rec, sent, k, offs, vals, i)
+            keep = None
+            if None in offs:
+                keep = vals
+                for o, v in zip(offs, vals, strict=True):
+                    if o is not None:
+                        p.add_record(k, o, v)
+                inc = False
+                compact: Any = offs
+            else:
+                if not p.add_records(k, offs, vals):  # type: ignore[arg-type]
                     keep = vals
-                    for o, v in zip(offs, vals, strict=True):
-                        if o is not None:
-                            p.add_record(k, o, v)
-                    inc = False
-                    compact: Any = offs
+                first, last = offs[0], offs[-1]
+                inc = n == 1 or all(map(lt, offs, islice(offs, 1, None)))  # type: ignore[arg-type]
+                if inc and last - first == n - 1:  # type: ignore[operator]
+                    compact = range(first, last + 1)  # type: ignore[arg-type,operator]
                 else:
-                    if not p.add_records(k, offs, vals):
-                        keep = vals
-                    first, last = offs[0], offs[-1]
-                    inc = n == 1 or all(map(lt, offs, islice(offs, 1, None)))
-                    if inc and last - first == n - 1:
-                        compact = range(first, last + 1)
-                    else:
-                        compact = array("q", offs)
-                out.append((k, compact, i, keep, inc))
+                    compact = array("q", offs)  # type: ignore[arg-type]
+            out.append((k, compact, i, keep, inc))
         rec.reads = tuple(out)
 
     def _precommitted(
@@ -273,23 +254,35 @@ class _Folder:
                 p.unseen_count += 1
 
 
-def prepare(ops: Iterable[Op]) -> Prepared:
-    """Pair and index the ops of a history in one pass."""
+def prepare(ops: Iterable[Op | Flat]) -> Prepared:
+    """Pair and index the ops of a history in one pass.
+
+    Client data ops may come as :class:`Flat` (the checker's reader gives them so) or
+    as :class:`Op`; everything else as Op.
+    """
     p = Prepared()
     fold = _Folder(p)
-    pending: dict[Any, tuple[int, Op]] = {}  # process -> (position, invoke op)
+    pending: dict[Any, tuple[int, Op | Flat]] = {}  # process -> (position, invoke op)
     out = p.ops
     writer_of = p.writer_of
+    add_record = p.add_record
+    unseen_points = p.unseen_points
     pos = -1
     for pos, op in enumerate(ops):
+        if type(op) is not Flat:
+            if op.process == NEMESIS:  # type: ignore[union-attr]
+                p.n_nemesis += 1
+                if p.first_time is None:
+                    p.first_time = op.time
+                p.last_time = op.time
+                continue
+            if op.f in DATA_FS:
+                op = flatten(op)  # type: ignore[arg-type]
         t = op.time
         if p.first_time is None:
             p.first_time = t
         p.last_time = t
         process = op.process
-        if process == NEMESIS:
-            p.n_nemesis += 1
-            continue
         typ = op.type
         if typ == "invoke":
             prev = pending.get(process)
@@ -297,15 +290,15 @@ def prepare(ops: Iterable[Op]) -> Prepared:
                 out.append(_never_completed(len(out), *prev))
             pending[process] = (pos, op)
             continue
+        f = op.f
         inv = pending.pop(process, None)
-        inv_op: Op | None = None
+        inv_op: Op | Flat | None = None
         if inv is not None:
-            if inv[1].f != op.f:
+            if inv[1].f != f:
                 out.append(_never_completed(len(out), *inv))  # not this completion's invoke
                 inv = None
             else:
                 inv_op = inv[1]
-        f = op.f
         rec = OpRec(
             len(out),
             op.index,
@@ -318,14 +311,14 @@ def prepare(ops: Iterable[Op]) -> Prepared:
             t,
             error=op.error,
         )
-        if f in DATA_FS:
-            mops = op.value
-            writes = _sends(mops)
+        if type(op) is Flat:
+            writes = op.writes
             if typ != "ok" and inv_op is not None:
-                writes = _merge_writes(writes, _sends(inv_op.value))
+                writes = _merge_writes(writes, inv_op.writes)  # type: ignore[union-attr]
             rec.writes = writes
-            if op.extra:
-                rb = op.extra.get("rebalance_log")
+            extra = op.extra
+            if extra:
+                rb = extra.get("rebalance_log")
                 if rb:
                     rec.rebalanced = _rebalanced_keys(rb)
             rid = rec.id
@@ -336,21 +329,16 @@ def prepare(ops: Iterable[Op]) -> Prepared:
                 elif v not in wk:
                     wk[v] = rid
                 if typ == "ok" and o is not None:
-                    p.add_record(k, o, v)
-            fold.reads(rec, mops)
-            if typ == "ok" and writes:
-                fold.sent_ok(rec)
-            if typ == "ok" and (writes or rec.reads):
-                p.unseen_points.append((t, p.unseen_count))
+                    add_record(k, o, v)
+            if op.reads:
+                fold.reads(rec, op.reads)
+            if typ == "ok":
+                if writes:
+                    fold.sent_ok(rec)
+                if writes or rec.reads:
+                    unseen_points.append((t, p.unseen_count))
         elif f in ("assign", "subscribe"):
-            if f == "subscribe":
-                p.has_subscribe = True
-            val = op.value if isinstance(op.value, list) else []
-            rec.keys = tuple(str(k) for k in val)
-            if op.extra:
-                rec.seek = bool(
-                    op.extra.get("seek_to_beginning") or op.extra.get("seek-to-beginning?")
-                )
+            _consumer_op(p, rec, op)  # type: ignore[arg-type]  # an Op: not a data op
         out.append(rec)
     for inv_pos, inv_op in sorted(pending.values(), key=lambda x: x[0]):
         out.append(_never_completed(len(out), inv_pos, inv_op))
@@ -364,11 +352,21 @@ def prepare(ops: Iterable[Op]) -> Prepared:
     return p
 
 
-def _never_completed(rid: int, pos: int, inv: Op) -> OpRec:
+def _consumer_op(p: Prepared, rec: OpRec, op: Op) -> None:
+    """An assign/subscribe op: the keys it names, and whether it seeks to the start."""
+    if op.f == "subscribe":
+        p.has_subscribe = True
+    val = op.value if isinstance(op.value, list) else []
+    rec.keys = tuple(str(k) for k in val)
+    if op.extra:
+        rec.seek = bool(op.extra.get("seek_to_beginning") or op.extra.get("seek-to-beginning?"))
+
+
+def _never_completed(rid: int, pos: int, inv: Op | Flat) -> OpRec:
     rec = OpRec(rid, inv.index, inv.process, "info", inv.f, pos, None, inv.time, None)
     rec.error = "never-completed"
-    if inv.f in DATA_FS:
-        rec.writes = _sends(inv.value)
-    elif inv.f in ("assign", "subscribe") and isinstance(inv.value, list):
-        rec.keys = tuple(str(k) for k in inv.value)
+    if type(inv) is Flat:
+        rec.writes = inv.writes
+    elif inv.f in ("assign", "subscribe") and isinstance(inv.value, list):  # type: ignore[union-attr]
+        rec.keys = tuple(str(k) for k in inv.value)  # type: ignore[union-attr]
     return rec

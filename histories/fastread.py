@@ -1,25 +1,30 @@
-"""A fast path for reading history.jsonl lines: typed decoding with msgspec.
+"""A fast path for reading history.jsonl: typed decoding with msgspec, many lines per call.
 
 Why: validating a 1,000,000-op history in Python cost 3.5-4.5x the bare JSON
-parse (a Python check per micro-op and per record). msgspec decodes a line
-straight into typed structs and checks the shapes in C, faster than orjson
-builds the equivalent dicts and lists.
+parse (a Python check per micro-op and per record). msgspec decodes lines
+straight into typed structs and checks the shapes in C; decoding a whole block
+of lines in one call (``decode_lines``) costs less than parsing them one by one.
 
-It only ever handles the common, well-formed shape: a line it cannot decode
-(anything unusual -- Jepsen keyword spellings, fields beyond the documented
-ones, negative offsets, a malformed op) returns None, and the caller reads
-that line with the strict reader in :mod:`.jsonl`, which also says what is
-wrong. So both paths give identical ops and the slow one owns every error
-message. msgspec is optional: without it :func:`fast_op` always returns None.
+It only ever handles the common, well-formed shape: a line it cannot decode or
+convert (anything unusual -- Jepsen keyword spellings, fields beyond the
+documented ones, negative offsets, a malformed op) makes the caller read that
+block line by line, and such a line with the strict reader in :mod:`.jsonl`,
+which also says what is wrong. So both paths give identical ops and the slow
+one owns every error message. msgspec is optional: without it nothing here
+decodes anything and the strict reader reads every line.
+
+Two conversions of a decoded line: :func:`to_op` gives the :class:`Op` the rest
+of ktrial reads; :func:`to_flat` gives the checker a client data op as a
+:class:`Flat` (its effects, no Op/Send/Poll objects) and anything else as an Op.
 """
 
 from __future__ import annotations
 
 from operator import itemgetter
 from sys import intern as _intern
-from typing import Any
+from typing import Annotated, Any
 
-from .model import DATA_FS, NEMESIS, OP_TYPES, Op, Poll, Records, Send
+from .model import DATA_FS, NEMESIS, OP_TYPES, Effect, Flat, Op, Poll, ReadRun, Records, Send
 
 try:  # an accelerator only: the strict reader handles everything without it
     import msgspec
@@ -27,6 +32,8 @@ except ImportError:  # pragma: no cover - exercised only where msgspec is absent
     msgspec = None  # type: ignore[assignment]
 
 _OP_TYPES = frozenset(OP_TYPES)
+_DATA_FS = frozenset(DATA_FS)
+_LISTED_KEYS = frozenset({"assign", "subscribe"})
 _first = itemgetter(0)
 _second = itemgetter(1)
 _INT_KEYS: dict[int, str] = {}
@@ -45,6 +52,9 @@ def _int_key(k: int) -> str:
 
 if msgspec is not None:
     _UNSET: Any = msgspec.UNSET
+    # A negative offset in a poll is the strict reader's business; a send's (Queen's
+    # -1 for "unknown") means null, as there.
+    _Offset = Annotated[int, msgspec.Meta(ge=0)]
 
     class _SendM(msgspec.Struct, array_like=True, tag="send", gc=False):
         """["send", key, value] or ["send", key, [offset, value]]."""
@@ -55,108 +65,74 @@ if msgspec is not None:
     class _PollM(msgspec.Struct, array_like=True, tag="poll", gc=False):
         """["poll"] or ["poll", {key: [[offset, value], ...]}] (or ["poll", null])."""
 
-        records: dict[str, list[tuple[int | None, int | str]]] | None = None
+        records: dict[str, list[tuple[_Offset | None, int | str]]] | None = None
 
     class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
         """The documented fields; any other field sends the line to the strict reader,
-        which keeps it in Op.extra."""
+        which keeps it in Op.extra. `value` holds micro-ops for data ops, keys for
+        assign/subscribe, and what nemesis ops write; which one is checked on
+        conversion, once `f` and `process` are known."""
 
         type: str
         f: str
         process: int | str
         index: int | msgspec.UnsetType = msgspec.UNSET
         time: int | float = 0
-        value: list[_SendM | _PollM] | None = None
+        value: list[_SendM | _PollM | int | str] | dict[str, Any] | str | None = None
         error: Any = None
         node: Any = msgspec.UNSET
         poll_ms: Any = msgspec.UNSET
         rebalance_log: Any = msgspec.UNSET
         seek_to_beginning: Any = msgspec.UNSET
 
-    _decode = msgspec.json.Decoder(_Line).decode
+    _decoder = msgspec.json.Decoder(_Line)
+    _decode = _decoder.decode
+    _decode_lines = _decoder.decode_lines
     _Error: Any = msgspec.MsgspecError
+    _STRUCTS: tuple[type, ...] = (_SendM, _PollM)
 else:  # pragma: no cover
-    _decode = None
+    _decode = _decode_lines = None
     _Error = Exception
+    _STRUCTS = ()
 
 
-def _records(pairs: list[tuple[Any, Any]]) -> list[Any] | None:
-    """A poll's records of one key with their offset/value columns; None if an offset < 0."""
-    if not pairs:
-        return []
-    offsets = list(map(_first, pairs))
-    if None in offsets:
-        if any(o is not None and o < 0 for o in offsets):
-            return None
-    elif min(offsets) < 0:
+def decode_block(buf: bytes) -> list[Any] | None:
+    """The decoded lines of a block of complete lines, or None if any is unusual."""
+    if _decode_lines is None:
         return None
-    out = Records(pairs)  # (offset, value) tuples; Records compare equal to lists
-    out.offsets = offsets
-    out.values = list(map(_second, pairs))
-    return out
+    try:
+        return _decode_lines(buf)  # type: ignore[no-any-return]
+    except _Error:
+        return None
 
 
-def _mops(value: list[Any]) -> list[Any] | None:
-    out: list[Any] = []
-    append = out.append
-    for m in value:
-        if type(m) is _SendM:
-            k: Any = m.key
-            k = _INT_KEYS.get(k) or _int_key(k) if type(k) is int else _intern(k)
-            v = m.value
-            if type(v) is tuple:
-                o = v[0]
-                if o is not None and o < 0:
-                    return None  # Queen's -1: the strict reader maps it to null
-                append(_tnew(Send, (k, v[1], o)))  # Send(k, value, offset), minus __new__
-            else:
-                append(_tnew(Send, (k, v, None)))
-        else:
-            recs = m.records
-            if recs is None:
-                append(_tnew(Poll, (None,)))
-                continue
-            out_r: dict[str, list[Any]] = {}
-            for rk, pairs in recs.items():
-                lst = _records(pairs)
-                if lst is None:
-                    return None
-                out_r[_intern(rk)] = lst
-            append(_tnew(Poll, (out_r,)))
-    return out
-
-
-def fast_op(raw: bytes, fallback_index: int) -> Op | None:
-    """The Op of one line when it has the common shape, else None (use the strict reader)."""
+def decode_line(raw: bytes) -> Any:
+    """One decoded line, or None if it is unusual."""
     if _decode is None:
         return None
     try:
-        d = _decode(raw)
+        return _decode(raw)
     except _Error:
         return None
-    typ = d.type
+
+
+def _key(k: int | str) -> str:
+    return _INT_KEYS.get(k) or _int_key(k) if type(k) is int else _intern(k)  # type: ignore[arg-type]
+
+
+def _header(d: Any) -> bool:
+    """type, f and process have the plain spellings (no Jepsen keywords)."""
     f = d.f
     process = d.process
-    if typ not in _OP_TYPES or not f or f[0] == ":":
-        return None
-    if type(process) is str and process[:1] == ":":
-        return None
-    value: Any = d.value
-    if f in DATA_FS and process != NEMESIS:
-        if value is None:
-            value = []
-        elif value:
-            value = _mops(value)
-            if value is None:
-                return None
-    elif value:  # decoded as micro-ops, but this op's value is to be kept as written
-        return None
-    index: Any = d.index
-    if index is _UNSET:
-        index = fallback_index
-    t = d.time
-    if type(t) is not int:
-        t = int(t)
+    return (
+        d.type in _OP_TYPES
+        and f != ""
+        and f[0] != ":"
+        and (type(process) is not str or process[:1] != ":")
+    )
+
+
+def _extra(d: Any) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if d.node is not _UNSET:
         extra["node"] = d.node
@@ -166,4 +142,147 @@ def fast_op(raw: bytes, fallback_index: int) -> Op | None:
         extra["rebalance_log"] = d.rebalance_log
     if d.seek_to_beginning is not _UNSET:
         extra["seek_to_beginning"] = d.seek_to_beginning
-    return Op(index, t, process, typ, f, value, d.error, extra)
+    return extra
+
+
+def _mops(value: list[Any]) -> list[Any] | None:
+    """Send/Poll micro-ops of a data op, or None if the value holds anything else."""
+    out: list[Any] = []
+    append = out.append
+    for m in value:
+        tm = type(m)
+        if tm is _SendM:
+            v = m.value
+            if type(v) is tuple:
+                o = v[0]
+                if o is not None and o < 0:
+                    o = None
+                append(_tnew(Send, (_key(m.key), v[1], o)))  # Send(k, value, offset)
+            else:
+                append(_tnew(Send, (_key(m.key), v, None)))
+        elif tm is _PollM:
+            recs = m.records
+            if recs is None:
+                append(_tnew(Poll, (None,)))
+                continue
+            out_r: dict[str, list[Any]] = {}
+            for rk, pairs in recs.items():
+                lst = Records(pairs)  # (offset, value) tuples; Records compare equal to lists
+                lst.offsets = list(map(_first, pairs))
+                lst.values = list(map(_second, pairs))
+                out_r[_intern(rk)] = lst
+            append(_tnew(Poll, (out_r,)))
+        else:
+            return None
+    return out
+
+
+def _plain_value(d: Any) -> tuple[bool, Any]:
+    """(usable, value) of a line that is not a client data op: kept as written, with
+    assign/subscribe keys as strings; unusable if it decoded into micro-op structs."""
+    value = d.value
+    if type(value) is list:
+        for x in value:
+            if isinstance(x, _STRUCTS):
+                return False, None
+        if d.f in _LISTED_KEYS:
+            value = [str(k) for k in value]
+    return True, value
+
+
+def to_op(d: Any, fallback_index: int) -> Op | None:
+    """The Op of a decoded line, or None if it is unusual (use the strict reader)."""
+    if not _header(d):
+        return None
+    value: Any = d.value
+    if d.f in _DATA_FS and d.process != NEMESIS:
+        if value is None:
+            value = []
+        elif type(value) is not list:
+            return None
+        elif value:
+            value = _mops(value)
+            if value is None:
+                return None
+    else:
+        ok, value = _plain_value(d)
+        if not ok:
+            return None
+    index: Any = d.index
+    if index is _UNSET:
+        index = fallback_index
+    t = d.time
+    if type(t) is not int:
+        t = int(t)
+    return Op(index, t, d.process, d.type, d.f, value, d.error, _extra(d))
+
+
+def fast_op(raw: bytes, fallback_index: int) -> Op | None:
+    """The Op of one line when it has the common shape, else None (use the strict reader)."""
+    d = decode_line(raw)
+    return None if d is None else to_op(d, fallback_index)
+
+
+def _effects(value: list[Any]) -> tuple[tuple[Effect, ...], list[ReadRun]] | None:
+    writes: list[Effect] = []
+    reads: list[ReadRun] = []
+    for i, m in enumerate(value):
+        tm = type(m)
+        if tm is _SendM:
+            v = m.value
+            if type(v) is tuple:
+                o = v[0]
+                if o is not None and o < 0:
+                    o = None
+                writes.append((_key(m.key), v[1], o, i))
+            else:
+                writes.append((_key(m.key), v, None, i))
+        elif tm is _PollM:
+            recs = m.records
+            if recs:
+                for rk, pairs in recs.items():
+                    if pairs:
+                        reads.append(
+                            (i, _intern(rk), list(map(_first, pairs)), list(map(_second, pairs)))
+                        )
+        else:
+            return None
+    return tuple(writes), reads
+
+
+def to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
+    """A decoded line for the checker: a client data op as a Flat, anything else as an
+    Op; None if it is unusual (use the strict reader)."""
+    process = d.process
+    if d.f not in _DATA_FS or process == NEMESIS:
+        return to_op(d, fallback_index)
+    if not _header(d):
+        return None
+    value = d.value
+    if not value:
+        if value is not None and type(value) is not list:
+            return None
+        writes: tuple[Effect, ...] = ()
+        reads: list[ReadRun] = []
+    elif type(value) is list:
+        eff = _effects(value)
+        if eff is None:
+            return None
+        writes, reads = eff
+    else:
+        return None
+    index: Any = d.index
+    if index is _UNSET:
+        index = fallback_index
+    t = d.time
+    if type(t) is not int:
+        t = int(t)
+    extra = None
+    if (
+        d.node is not _UNSET
+        or d.poll_ms is not _UNSET
+        or d.rebalance_log is not _UNSET
+        or d.seek_to_beginning is not _UNSET
+    ):
+        extra = _extra(d)
+    return _tnew(Flat, (index, t, process, d.type, d.f, writes, reads, d.error, extra))

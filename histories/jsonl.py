@@ -14,17 +14,18 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from .fastread import fast_op
+from .fastread import decode_block, decode_line, to_flat, to_op
 from .model import (
     DATA_FS,
     NEMESIS,
     OP_TYPES,
+    Flat,
     FormatError,
     Op,
     norm_key,
@@ -102,37 +103,87 @@ def iter_history(path: str | os.PathLike[str]) -> Iterator[Op]:
     A last line that is not valid JSON and not newline-terminated is torn: it
     is skipped with a TornLineWarning.
     """
+    return _read(path, to_op)  # type: ignore[arg-type]
+
+
+def iter_flat(path: str | os.PathLike[str]) -> Iterator[Flat | Op]:
+    """Like :func:`iter_history`, for the checker: client data ops come as
+    :class:`Flat` when they have the common shape (no Op built), the rest as Ops."""
+    return _read(path, to_flat)
+
+
+BLOCK = 1 << 16  # bytes per decode call: measured fastest (cache-sized) on 1M-op histories
+
+
+def _read(path: str | os.PathLike[str], convert: Callable[[Any, int], Any]) -> Iterator[Any]:
     p = Path(path)
     try:
         fh = p.open("rb")
     except OSError as e:
         raise HistoryError(p, 0, f"cannot open: {e.strerror or e}") from None
     with fh:
-        n = 0
-        lineno = 0
-        for raw in fh:
+        n = 0  # ops yielded: the index of an op that has none
+        lineno = 0  # lines before the current block
+        rest = b""
+        while True:
+            buf = fh.read(BLOCK)
+            if not buf:
+                break
+            if rest:
+                buf = rest + buf
+            cut = buf.rfind(b"\n") + 1
+            rest = buf[cut:]
+            if not cut:
+                continue
+            block = buf[:cut] if rest else buf
+            decoded = decode_block(block)
+            out: list[Any] | None = None
+            if decoded is not None:
+                out = []
+                for d in decoded:
+                    op = convert(d, n + len(out))
+                    if op is None:
+                        out = None
+                        break
+                    out.append(op)
+            if out is not None:
+                n += len(out)
+                lineno += block.count(b"\n")
+                yield from out
+                continue
+            for raw in block.split(b"\n")[:-1]:  # some line is unusual: one at a time
+                lineno += 1
+                op = _one_line(p, lineno, raw, n, convert)
+                if op is not None:
+                    n += 1
+                    yield op
+        if rest:  # no newline at the end: maybe torn by a crash mid-write
             lineno += 1
-            op = fast_op(raw, n)  # the common shape, decoded and checked in C
-            if op is None:
-                if not raw.strip():
-                    continue
-                if raw.endswith(b"\n"):
-                    op = _parse_line(p, lineno, raw, n)
-                else:  # only the last line can lack its newline: it may be torn
-                    try:
-                        op = _parse_line(p, lineno, raw, n)
-                    except HistoryError as e:
-                        if not _is_torn(raw):
-                            raise
-                        warnings.warn(
-                            f"{p}:{lineno}: last line is torn (cut short mid-write), "
-                            f"skipped: {e.reason}",
-                            TornLineWarning,
-                            stacklevel=2,
-                        )
-                        return
-            n += 1
-            yield op
+            try:
+                op = _one_line(p, lineno, rest, n, convert)
+            except HistoryError as e:
+                if not _is_torn(rest):
+                    raise
+                warnings.warn(
+                    f"{p}:{lineno}: last line is torn (cut short mid-write), skipped: {e.reason}",
+                    TornLineWarning,
+                    stacklevel=3,
+                )
+                return
+            if op is not None:
+                yield op
+
+
+def _one_line(p: Path, lineno: int, raw: bytes, n: int, convert: Callable[[Any, int], Any]) -> Any:
+    """The op of one line (None for a blank line): the fast path, else the strict reader."""
+    d = decode_line(raw)
+    if d is not None:
+        op = convert(d, n)
+        if op is not None:
+            return op
+    if not raw.strip():
+        return None
+    return _parse_line(p, lineno, raw, n)
 
 
 def _is_torn(raw: bytes) -> bool:

@@ -293,3 +293,61 @@ def encode_value(f: str, value: Any) -> Any:
     if not isinstance(value, list):
         return value
     return [encode_mop(m) if isinstance(m, (Send, Poll)) else m for m in value]
+
+
+# ------------------------------------------------------------- data ops as effects
+
+# A send: (key, value, offset or None, micro-op index within the op)
+Effect = tuple[Key, Value, Offset, int]
+# A poll's records of one key: (micro-op index, key, offsets, values), never empty.
+ReadRun = tuple[int, Key, list[Offset], list[Value]]
+
+
+class Flat(NamedTuple):
+    """A client data op (send, poll, txn) reduced to its effects: what the checker needs.
+
+    The checker's fast reader decodes history lines straight into this shape, so a
+    million-op history never builds :class:`Op`, :class:`Send` or :class:`Poll` objects;
+    :func:`flatten` gives the same for an :class:`Op`. ``extra`` is ``None`` when the
+    line has no field beyond the documented ones.
+    """
+
+    index: int  # type: ignore[assignment]  # the op's index, not tuple.index
+    time: int
+    process: int | str
+    type: str
+    f: str
+    writes: tuple[Effect, ...]
+    reads: list[ReadRun]
+    error: Any
+    extra: dict[str, Any] | None
+
+
+def flatten(op: Op) -> Flat:
+    """The effects of a client data op (its value: a list of :data:`Mop`)."""
+    writes: list[Effect] = []
+    reads: list[ReadRun] = []
+    value = op.value
+    for i, m in enumerate(value if isinstance(value, list) else ()):
+        if type(m) is Send:
+            writes.append((m.key, m.value, m.offset, i))
+        elif type(m) is Poll and m.records:
+            for k, recs in m.records.items():
+                if not recs:
+                    continue
+                offs = getattr(recs, "offsets", None)
+                if offs is None:
+                    reads.append((i, k, list(map(_first, recs)), list(map(_second, recs))))
+                else:
+                    reads.append((i, k, offs, recs.values))  # type: ignore[attr-defined]
+    return Flat(
+        op.index,
+        op.time,
+        op.process,
+        op.type,
+        op.f,
+        tuple(writes),
+        reads,
+        op.error,
+        op.extra or None,
+    )

@@ -8,9 +8,9 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ktrial.histories.fastread import fast_op
-from ktrial.histories.jsonl import op_from_json
-from ktrial.histories.model import FormatError, Poll
+from ktrial.histories.fastread import decode_line, fast_op, to_flat
+from ktrial.histories.jsonl import HistoryError, iter_flat, iter_history, op_from_json
+from ktrial.histories.model import DATA_FS, NEMESIS, Flat, FormatError, Op, Poll, flatten
 
 pytest.importorskip("msgspec")
 
@@ -65,6 +65,10 @@ def same(d: Any, n: int = 0) -> None:
     except FormatError:
         assert fast is None  # malformed: only the strict reader may say why
         return
+    d = decode_line(raw)
+    flat = None if d is None else to_flat(d, n)
+    if flat is not None:
+        assert flat == for_checker(strict)
     if fast is not None:
         assert fast == strict
         assert fast.to_json() == strict.to_json()
@@ -75,6 +79,11 @@ def same(d: Any, n: int = 0) -> None:
                     if recs:  # the columns the checker relies on
                         assert recs.offsets == [r[0] for r in recs]  # type: ignore[attr-defined]
                         assert recs.values == [r[1] for r in recs]  # type: ignore[attr-defined]
+
+
+def for_checker(op: Op) -> Op | Flat:
+    """What the checker's reader must give for a line the strict reader read as `op`."""
+    return flatten(op) if op.f in DATA_FS and op.process != NEMESIS else op
 
 
 @pytest.mark.parametrize("d", LINES)
@@ -137,3 +146,55 @@ def test_fast_reader_agrees_on_arbitrary_ops(
     typ: str, f: str, process: Any, value: Any, extra: dict[str, Any]
 ) -> None:
     same({"type": typ, "f": f, "process": process, "value": value, **extra}, 5)
+
+
+def _strict_lines(path: Any) -> list[Op]:
+    out: list[Op] = []
+    for raw in path.read_bytes().split(b"\n"):
+        if raw.strip():
+            out.append(op_from_json(orjson.loads(raw), len(out)))
+    return out
+
+
+def test_block_reader_matches_the_strict_reader_line_by_line(tmp_path: Any) -> None:
+    """Many 64 KiB blocks, some decoded whole, some holding an unusual line (read one
+    line at a time), blank lines, lines longer than a block, no index on some lines."""
+    from ktrial.histories.gen import GenParams, iter_ops
+
+    lines = [orjson.dumps(d) for d in iter_ops(GenParams(seed=3, ops=3000, txn=True))]
+    odd = [
+        orjson.dumps({**BASE, "type": ":ok", "f": ":poll", "value": [[":poll"]]}),
+        orjson.dumps({**BASE, "value": [["send", 1, [-1, 7]]], "zz": 1}),
+        orjson.dumps({"process": 4, "type": "ok", "f": "send", "value": [["send", 9, 1]]}),
+        b"",
+        b"   ",
+        orjson.dumps(
+            {**BASE, "f": "poll", "value": [["poll", {"5": [[i, i] for i in range(9000)]}]]}
+        ),
+    ]
+    for i, o in enumerate(odd):
+        lines.insert(200 + i * 997, o)
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert path.stat().st_size > 6 * (1 << 16)
+    strict = _strict_lines(path)
+    assert list(iter_history(path)) == strict
+    # unusual lines come as Ops (the checker flattens them), the rest as Flats already
+    got = list(iter_flat(path))
+    assert [for_checker(x) if type(x) is Op else x for x in got] == [
+        for_checker(op) for op in strict
+    ]
+    assert sum(type(x) is Flat for x in got) > 0.9 * len(got)
+
+
+def test_block_reader_names_the_line_of_a_malformed_op(tmp_path: Any) -> None:
+    from ktrial.histories.gen import GenParams, iter_ops
+
+    lines = [orjson.dumps(d) for d in iter_ops(GenParams(seed=4, ops=3000))]
+    lines.insert(2345, b'{"type": "ok", "f": "send", "process": 1, "value": [["send", 1]]}')
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    for reader in (iter_history, iter_flat):
+        with pytest.raises(HistoryError) as e:
+            list(reader(path))  # type: ignore[operator]
+        assert e.value.line == 2346 and "send micro-op" in e.value.reason
