@@ -73,6 +73,8 @@ class Prepared:
     ops: list[OpRec] = field(default_factory=list)
     n_lines: int = 0
     n_nemesis: int = 0
+    # earliest and latest `time` of any op: times may be out of order (other tools'
+    # histories), so these bound every op's time, not just the first and last line's
     first_time: int | None = None
     last_time: int | None = None
     # key -> values read by ok ops
@@ -268,20 +270,21 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
     add_record = p.add_record
     unseen_points = p.unseen_points
     pos = -1
+    tmin = tmax = None
     for pos, op in enumerate(ops):
+        t = op.time
+        if tmin is None:
+            tmin = tmax = t
+        elif t < tmin:
+            tmin = t
+        elif t > tmax:  # type: ignore[operator]
+            tmax = t
         if type(op) is not Flat:
             if op.process == NEMESIS:  # type: ignore[union-attr]
                 p.n_nemesis += 1
-                if p.first_time is None:
-                    p.first_time = op.time
-                p.last_time = op.time
                 continue
             if op.f in DATA_FS:
                 op = flatten(op)  # type: ignore[arg-type]
-        t = op.time
-        if p.first_time is None:
-            p.first_time = t
-        p.last_time = t
         process = op.process
         typ = op.type
         if typ == "invoke":
@@ -338,7 +341,7 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
                 if writes or rec.reads:
                     unseen_points.append((t, p.unseen_count))
         elif f in ("assign", "subscribe"):
-            _consumer_op(p, rec, op)  # type: ignore[arg-type]  # an Op: not a data op
+            _consumer_op(p, rec, op, inv_op)  # type: ignore[arg-type]  # Ops: not data ops
         out.append(rec)
     for inv_pos, inv_op in sorted(pending.values(), key=lambda x: x[0]):
         out.append(_never_completed(len(out), inv_pos, inv_op))
@@ -349,17 +352,23 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
             for k, v, _o, _i in rec.writes:
                 writer_of.setdefault(k, {}).setdefault(v, rec.id)
     p.n_lines = pos + 1
+    p.first_time, p.last_time = tmin, tmax
     return p
 
 
-def _consumer_op(p: Prepared, rec: OpRec, op: Op) -> None:
-    """An assign/subscribe op: the keys it names, and whether it seeks to the start."""
+def _consumer_op(p: Prepared, rec: OpRec, op: Op, inv: Op | None) -> None:
+    """An assign/subscribe op: the keys it names, and whether it seeks to the start
+    (said on the completion, as ktrial and Jepsen write it, or only on the invoke)."""
     if op.f == "subscribe":
         p.has_subscribe = True
     val = op.value if isinstance(op.value, list) else []
     rec.keys = tuple(str(k) for k in val)
-    if op.extra:
-        rec.seek = bool(op.extra.get("seek_to_beginning") or op.extra.get("seek-to-beginning?"))
+    rec.seek = _seeks(op) or (inv is not None and _seeks(inv))
+
+
+def _seeks(op: Op) -> bool:
+    x = op.extra
+    return bool(x) and bool(x.get("seek_to_beginning") or x.get("seek-to-beginning?"))
 
 
 def _never_completed(rid: int, pos: int, inv: Op | Flat) -> OpRec:
@@ -369,4 +378,5 @@ def _never_completed(rid: int, pos: int, inv: Op | Flat) -> OpRec:
         rec.writes = inv.writes
     elif inv.f in ("assign", "subscribe") and isinstance(inv.value, list):  # type: ignore[union-attr]
         rec.keys = tuple(str(k) for k in inv.value)  # type: ignore[union-attr]
+        rec.seek = _seeks(inv)  # type: ignore[arg-type]
     return rec
