@@ -79,7 +79,8 @@ class Prepared:
     last_time: int | None = None
     # key -> values read by ok ops
     ok_reads: dict[str, set[Any]] = field(default_factory=dict)
-    # key -> value -> id of the op that sent it (first one if several claim it)
+    # key -> value -> id of the op that sent it (the first one if several claim it,
+    # but never a failed op when another sent it too: a failed op wrote nothing)
     writer_of: dict[str, dict[Any, int]] = field(default_factory=dict)
     has_subscribe: bool = False
     n_read_records: int = 0
@@ -331,6 +332,8 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
                     writer_of[k] = {v: rid}
                 elif v not in wk:
                     wk[v] = rid
+                elif typ != "fail" and out[wk[v]].type == "fail":
+                    wk[v] = rid  # a failed op wrote nothing: a retry's value is the retry's
                 if typ == "ok" and o is not None:
                     add_record(k, o, v)
             if op.reads:
@@ -350,7 +353,10 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
     for rec in out:
         if rec.comp_pos is None and rec.writes:
             for k, v, _o, _i in rec.writes:
-                writer_of.setdefault(k, {}).setdefault(v, rec.id)
+                wk = writer_of.setdefault(k, {})
+                w = wk.get(v)
+                if w is None or out[w].type == "fail":
+                    wk[v] = rec.id
     p.n_lines = pos + 1
     p.first_time, p.last_time = tmin, tmax
     return p

@@ -205,6 +205,22 @@ def test_aborted_records_seen_only_by_failed_polls_is_not_g1a() -> None:
     assert res["valid"] is True, res["error_types"]
 
 
+def test_a_failed_send_retried_with_the_same_value_is_not_g1a() -> None:
+    """fail = certainly not written; the retry that succeeded wrote the value."""
+    res = run(
+        H(
+            send(0, 1, 10, None, typ="fail"),
+            send(0, 1, 10, 0),
+            poll(1, {"1": [[0, 10]]}),
+        )
+    )
+    assert "G1a" not in res["error_types"]
+    assert res["valid"] is True, res["error_types"]
+    # ... but a value only the failed op sent is still an aborted read
+    res = run(H(send(0, 1, 10, None, typ="fail"), poll(1, {"1": [[0, 10]]})))
+    assert "G1a" in res["bad_error_types"]
+
+
 def test_precommitted_read() -> None:
     res = run(H(txn(0, [["send", 1, [0, 10]], ["poll", {"1": [[0, 10]]}]])))
     ex = example(res, "precommitted-read")
