@@ -13,8 +13,10 @@ then a drain. "ops" counts history lines, as DESIGN.md section 2 does (one op
 per line: an invoke and its completion are two ops).
 
 Measured, each in a fresh child process so peak RSS is its own (os.wait4):
-  parse   orjson.loads of every line, nothing else (the floor)
-  read    ktrial.histories.iter_history: parse + validate into Op objects
+  parse          orjson.loads of every line, nothing else (the floor)
+  parse-msgspec  msgspec decode_lines of 64 KiB blocks, untyped (the checker's
+                 JSON library, used the way the checker's reader uses it)
+  read           ktrial.histories.iter_history: parse + validate into Op objects
   check   check_file() in-process: read + every analysis
   cli     `ktrial check FILE --json` end to end (also writes results.json)
 The checker's verdict must be valid: a benchmark of an invalid history would
@@ -44,6 +46,17 @@ t = time.perf_counter(); n = 0
 with open(sys.argv[1], "rb") as fh:
     for line in fh:
         orjson.loads(line); n += 1
+print(orjson.dumps({"seconds": time.perf_counter() - t, "lines": n}).decode())
+""",
+    "parse-msgspec": """
+import gc, msgspec, orjson, sys, time
+gc.disable()  # a block's objects are garbage together; the checker runs with GC off too
+t = time.perf_counter(); n = 0; dec = msgspec.json.Decoder()
+with open(sys.argv[1], "rb") as fh:
+    rest = b""
+    while buf := fh.read(1 << 16):
+        buf = rest + buf; cut = buf.rfind(b"\\n") + 1; rest = buf[cut:]
+        n += len(dec.decode_lines(buf[:cut]))
 print(orjson.dumps({"seconds": time.perf_counter() - t, "lines": n}).decode())
 """,
     "read": """
@@ -182,6 +195,7 @@ def main() -> int:
     results: dict[str, dict[str, Any]] = {}
     cmds = {
         "parse": [PY, "-c", CHILD["parse"], str(path)],
+        "parse-msgspec": [PY, "-c", CHILD["parse-msgspec"], str(path)],
         "read": [PY, "-c", CHILD["read"], str(path)],
         "check": [PY, "-c", CHILD["check"], str(path)],
         "cli": [
@@ -229,7 +243,7 @@ def main() -> int:
         assert best is not None
         results[name] = best
         print(
-            f"{name:6} CPU {best['cpu']:8.2f} s  wall {best['wall']:8.2f} s  "
+            f"{name:13} CPU {best['cpu']:8.2f} s  wall {best['wall']:8.2f} s  "
             f"(timed section {best['seconds']:.2f} s)  peak RSS {best['rss'] / 2**20:6.0f} MiB"
         )
         if name in ("check", "cli"):
@@ -244,7 +258,7 @@ def main() -> int:
 
     # CPU time of the whole child is the fairest comparison on a shared, loaded machine.
     parse = results["parse"]["cpu"]
-    for name in [n for n in ("read", "check", "cli") if n in results]:
+    for name in [n for n in ("parse-msgspec", "read", "check", "cli") if n in results]:
         r = results[name]
         print(
             f"{name} / parse: CPU {r['cpu'] / parse:.2f}x, "
