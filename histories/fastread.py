@@ -24,7 +24,20 @@ from operator import itemgetter
 from sys import intern as _intern
 from typing import Annotated, Any
 
-from .model import DATA_FS, NEMESIS, OP_TYPES, Effect, Flat, Op, Poll, ReadRun, Records, Send
+from .model import (
+    DATA_FS,
+    INT64_MAX,
+    INT64_MIN,
+    NEMESIS,
+    OP_TYPES,
+    Effect,
+    Flat,
+    Op,
+    Poll,
+    ReadRun,
+    Records,
+    Send,
+)
 
 try:  # an accelerator only: the strict reader handles everything without it
     import msgspec
@@ -40,10 +53,16 @@ _INT_KEYS: dict[int, str] = {}
 _tnew = tuple.__new__
 
 
+class _Unusual(Exception):
+    """A line the strict reader must read (it says what is wrong, if anything)."""
+
+
 def _int_key(k: int) -> str:
     """str(k), shared: a history names a handful of keys millions of times."""
     s = _INT_KEYS.get(k)
     if s is None:
+        if not INT64_MIN <= k <= INT64_MAX:
+            raise _Unusual  # the strict reader's JSON parser reads it as a float
         s = str(k)
         if len(_INT_KEYS) < 65536:
             _INT_KEYS[k] = s
@@ -52,20 +71,24 @@ def _int_key(k: int) -> str:
 
 if msgspec is not None:
     _UNSET: Any = msgspec.UNSET
-    # A negative offset in a poll is the strict reader's business; a send's (Queen's
-    # -1 for "unknown") means null, as there.
-    _Offset = Annotated[int, msgspec.Meta(ge=0)]
+    # Integers beyond 64 bits are the strict reader's business (it says why), as is
+    # a negative offset in a poll; a send's (Queen's -1 for "unknown") means null.
+    _Int = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+    _Offset = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+    _Time = _Int | Annotated[float, msgspec.Meta(gt=INT64_MIN, lt=INT64_MAX)]
 
     class _SendM(msgspec.Struct, array_like=True, tag="send", gc=False):
         """["send", key, value] or ["send", key, [offset, value]]."""
 
         key: int | str
-        value: int | str | tuple[int | None, int | str]
+        # not _Int | str | tuple[...]: that union made msgspec 0.19-0.23 crash the
+        # garbage collector (segfault); the invoke form's int is range-checked below
+        value: int | str | tuple[_Int | None, _Int | str]
 
     class _PollM(msgspec.Struct, array_like=True, tag="poll", gc=False):
         """["poll"] or ["poll", {key: [[offset, value], ...]}] (or ["poll", null])."""
 
-        records: dict[str, list[tuple[_Offset | None, int | str]]] | None = None
+        records: dict[str, list[tuple[_Offset | None, _Int | str]]] | None = None
 
     class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
         """The documented fields; any other field sends the line to the strict reader,
@@ -77,7 +100,7 @@ if msgspec is not None:
         f: str
         process: int | str
         index: int | msgspec.UnsetType = msgspec.UNSET
-        time: int | float = 0
+        time: _Time = 0
         value: list[_SendM | _PollM | int | str] | dict[str, Any] | str | None = None
         error: Any = None
         node: Any = msgspec.UNSET
@@ -102,7 +125,7 @@ def decode_block(buf: bytes) -> list[Any] | None:
         return None
     try:
         return _decode_lines(buf)  # type: ignore[no-any-return]
-    except _Error:
+    except (_Error, RecursionError):  # nested too deep: the strict reader says where
         return None
 
 
@@ -112,7 +135,7 @@ def decode_line(raw: bytes) -> Any:
         return None
     try:
         return _decode(raw)
-    except _Error:
+    except (_Error, RecursionError):
         return None
 
 
@@ -124,11 +147,13 @@ def _header(d: Any) -> bool:
     """type, f and process have the plain spellings (no Jepsen keywords)."""
     f = d.f
     process = d.process
+    index = d.index
     return (
         d.type in _OP_TYPES
         and f != ""
         and f[0] != ":"
-        and (type(process) is not str or process[:1] != ":")
+        and (process[:1] != ":" if type(process) is str else INT64_MIN <= process <= INT64_MAX)
+        and (index is _UNSET or INT64_MIN <= index <= INT64_MAX)
     )
 
 
@@ -158,6 +183,8 @@ def _mops(value: list[Any]) -> list[Any] | None:
                 if o is not None and o < 0:
                     o = None
                 append(_tnew(Send, (_key(m.key), v[1], o)))  # Send(k, value, offset)
+            elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:
+                return None
             else:
                 append(_tnew(Send, (_key(m.key), v, None)))
         elif tm is _PollM:
@@ -185,6 +212,8 @@ def _plain_value(d: Any) -> tuple[bool, Any]:
         for x in value:
             if isinstance(x, _STRUCTS):
                 return False, None
+        if any(type(k) is int and not INT64_MIN <= k <= INT64_MAX for k in value):
+            return False, None  # the strict reader's JSON parser reads those as floats
         if d.f in _LISTED_KEYS:
             value = [str(k) for k in value]
     return True, value
@@ -192,6 +221,13 @@ def _plain_value(d: Any) -> tuple[bool, Any]:
 
 def to_op(d: Any, fallback_index: int) -> Op | None:
     """The Op of a decoded line, or None if it is unusual (use the strict reader)."""
+    try:
+        return _to_op(d, fallback_index)
+    except _Unusual:
+        return None
+
+
+def _to_op(d: Any, fallback_index: int) -> Op | None:
     if not _header(d):
         return None
     value: Any = d.value
@@ -235,6 +271,8 @@ def _effects(value: list[Any]) -> tuple[tuple[Effect, ...], list[ReadRun]] | Non
                 if o is not None and o < 0:
                     o = None
                 writes.append((_key(m.key), v[1], o, i))
+            elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:
+                return None
             else:
                 writes.append((_key(m.key), v, None, i))
         elif tm is _PollM:
@@ -253,9 +291,16 @@ def _effects(value: list[Any]) -> tuple[tuple[Effect, ...], list[ReadRun]] | Non
 def to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
     """A decoded line for the checker: a client data op as a Flat, anything else as an
     Op; None if it is unusual (use the strict reader)."""
+    try:
+        return _to_flat(d, fallback_index)
+    except _Unusual:
+        return None
+
+
+def _to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
     process = d.process
     if d.f not in _DATA_FS or process == NEMESIS:
-        return to_op(d, fallback_index)
+        return _to_op(d, fallback_index)
     if not _header(d):
         return None
     value = d.value

@@ -23,11 +23,14 @@ import orjson
 from .fastread import decode_block, decode_line, to_flat, to_op
 from .model import (
     DATA_FS,
+    INT64_MAX,
+    INT64_MIN,
     NEMESIS,
     OP_TYPES,
     Flat,
     FormatError,
     Op,
+    check_int64,
     norm_key,
     parse_mops,
 )
@@ -74,15 +77,20 @@ def op_from_json(obj: Any, fallback_index: int) -> Op:
         if process.startswith(":"):
             process = process[1:]
     elif tp is not int:
+        check_int64(process, '"process"')
         raise FormatError(f'"process" must be an integer or "nemesis", got {process!r}')
     index = obj.get("index", fallback_index)
     if type(index) is not int:
+        check_int64(index, '"index"')
         raise FormatError(f'"index" must be an integer, got {index!r}')
     t = obj.get("time", 0)
     if type(t) is not int:
         if type(t) is not float:
             raise FormatError(f'"time" must be an integer (ns since run start), got {t!r}')
+        check_int64(t, '"time"')
         t = int(t)
+    elif not INT64_MIN <= t <= INT64_MAX:
+        check_int64(t, '"time"')
     value = obj.get("value")
     if f in DATA_FS and process != NEMESIS:
         value = parse_mops(value)

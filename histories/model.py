@@ -103,11 +103,32 @@ def _int_key(k: int) -> str:
 def norm_key(k: Any) -> Key:
     """Keys may be written as ints or strings; readers normalise them to strings."""
     if isinstance(k, bool) or not isinstance(k, (int, str)):
+        check_int64(k, "key")
         raise FormatError(f"key {k!r} must be an integer or a string")
     return str(k)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _too_big(x: Any) -> bool:
+    """An integer beyond 64 bits (JSON parsers hand those over as floats)."""
+    if isinstance(x, float):
+        return x.is_integer() and not INT64_MIN <= x <= INT64_MAX
+    return isinstance(x, int) and not INT64_MIN <= x <= INT64_MAX
+
+
+def check_int64(x: Any, what: str) -> None:
+    """Times, offsets and integer values must fit in 64 bits (Kafka's and numpy's ints)."""
+    if _too_big(x):
+        raise FormatError(
+            f"{what} {x!r} is an integer beyond 64 bits: ktrial reads times, offsets and "
+            "integer values as signed 64-bit integers (write such a value as a string)"
+        )
+
+
 def _norm_value(v: Any, what: str) -> Value:
+    check_int64(v, what)
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise FormatError(f"{what} {v!r} must be an integer or a string")
     return v
@@ -116,6 +137,7 @@ def _norm_value(v: Any, what: str) -> Value:
 def _norm_offset(o: Any, what: str) -> Offset:
     if o is None:
         return None
+    check_int64(o, what)
     if isinstance(o, bool) or not isinstance(o, int):
         raise FormatError(f"{what} {o!r} must be an integer or null")
     # Queen's facade answers -1 for transactional sends: that means "unknown".
@@ -176,13 +198,18 @@ def _fast_records(pairs: list[Any]) -> list[Any] | None:
     if not otypes <= _OFFSET_TYPES:
         return None
     values = list(map(_second, pairs))
-    if not set(map(type, values)) <= _VALUE_TYPES:
+    vtypes = set(map(type, values))
+    if not vtypes <= _VALUE_TYPES:
         return None
     if type(None) in otypes:
-        if any(o is not None and o < 0 for o in offsets):
+        if any(o is not None and (o < 0 or o > INT64_MAX) for o in offsets):
             return None
-    elif min(offsets) < 0:
+    elif min(offsets) < 0 or max(offsets) > INT64_MAX:
         return None
+    if int in vtypes:  # only a reader of arbitrary-size ints (EDN) can exceed 64 bits
+        ints = values if str not in vtypes else [v for v in values if type(v) is int]
+        if min(ints) < INT64_MIN or max(ints) > INT64_MAX:
+            return None
     out = Records(pairs)
     out.offsets = offsets
     out.values = values
@@ -204,12 +231,16 @@ def parse_mop(m: Any) -> Mop:
         if tk is str or tk is int:
             k = _int_key(k) if tk is int else _intern(k)
             tv = type(v)
-            if tv is int or tv is str:
+            if tv is str or (tv is int and INT64_MIN <= v <= INT64_MAX):
                 return Send(k, v, None)
             if tv is list and len(v) == 2:
                 o, x = v
                 tx = type(x)
-                if (tx is int or tx is str) and type(o) is int and o >= 0:
+                if (
+                    (tx is str or (tx is int and INT64_MIN <= x <= INT64_MAX))
+                    and type(o) is int
+                    and 0 <= o <= INT64_MAX
+                ):
                     return Send(k, x, o)
     if not isinstance(m, list) or not m:
         raise FormatError(f'micro-op {m!r} must be a non-empty list like ["send", k, v]')
@@ -271,7 +302,12 @@ def parse_mops(value: Any) -> list[Mop]:
             k, v = m[1], m[2]
             if type(k) is int and type(v) is list and len(v) == 2:
                 o, x = v
-                if type(o) is int and o >= 0 and type(x) is int:
+                if (
+                    type(o) is int
+                    and 0 <= o <= INT64_MAX
+                    and type(x) is int
+                    and INT64_MIN <= x <= INT64_MAX
+                ):
                     append(Send(_INT_KEYS.get(k) or _int_key(k), x, o))
                     continue
         append(parse_mop(m))
