@@ -42,6 +42,7 @@ class Writers:
 
     def __init__(self, p: Prepared, logs: Logs, cpos: list[int]) -> None:
         committed = logs.committed
+        self.cpos = cpos
         self.wid: dict[str, list[int]] = {}
         self.wc: dict[str, list[int]] = {}
         for k, kl in logs.keys.items():
@@ -95,6 +96,7 @@ def wr_edges(
     the millions of records of old, settled data cost little.
     """
     committed = logs.committed
+    cpos = wr.cpos
     ops = p.ops
     for r in ops if only is None else (ops[i] for i in only):
         if not r.reads or not committed[r.id]:
@@ -104,19 +106,18 @@ def wr_edges(
         ws: set[int] = set()
         for c in r.reads:
             k = c[0]
+            if c[3] is not None:  # values kept: null offsets or disagreement with the log
+                # Each value's own writer (a null-offset record may sit nowhere in the
+                # key's log, and the key may have no log at all).
+                wk = p.writer_of.get(k)
+                if wk:
+                    for v in c[3]:
+                        w = wk.get(v, -1)
+                        if w >= 0 and committed[w] and (forward or cpos[w] >= inv):
+                            ws.add(w)
+                continue
             ids = wr.wid.get(k)
             if ids is None:
-                continue
-            if c[3] is not None:  # values kept: null offsets or disagreement with the log
-                wk = p.writer_of.get(k, {})
-                for v in c[3]:
-                    w = wk.get(v, -1)
-                    if (
-                        w >= 0
-                        and committed[w]
-                        and (forward or wr.wc[k][logs.keys[k].first.get(v, 0)] >= inv)
-                    ):
-                        ws.add(w)
                 continue
             ps = c[1]
             if type(ps) is range:

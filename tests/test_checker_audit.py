@@ -787,13 +787,6 @@ def test_unseen_explanation_names_the_acknowledged_offset(tmp_path: Path) -> Non
 # ---------------------------------------------------------------- missed anomalies
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wr edges from null-offset poll records are dropped or mispositioned when "
-    "looking for back edges (graph.wr_edges forward=False: no log for the key -> skipped; "
-    "value not placed -> wc[first.get(v, 0)] = position 0's writer): a read from the future "
-    "is missed",
-)
 @pytest.mark.parametrize("other_value", [False, True], ids=["key-has-no-offsets", "placed-other"])
 def test_read_from_the_future_with_null_offset_polls(tmp_path: Path, other_value: bool) -> None:
     lines = [ok(0, "send", [snd(1, 0, 5)])] if other_value else []
