@@ -187,10 +187,29 @@ def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, st
     )
 
 
+def step_types(name: str, masks: list[int]) -> list[int]:
+    """One edge type per step to explain, showing what makes the cycle `name`.
+
+    A step may be several edges at once (u wrote what v read, and u also completed
+    before v began): wr is shown before ww before rt, except that a -realtime cycle
+    shows a realtime step, on a step that is not the only one of its base type
+    (wr for G1c, ww for G0) when there is a choice.
+    """
+    pick = [WR if m & WR else WW if m & WW else RT for m in masks]
+    if name.endswith("-realtime") and RT not in pick:
+        base = WR if name.startswith("G1c") else WW
+        rt_able = [i for i, m in enumerate(masks) if m & RT]
+        spare = [i for i in rt_able if pick[i] != base or pick.count(base) > 1]
+        if spare or rt_able:
+            pick[(spare or rt_able)[0]] = RT
+    return pick
+
+
 def explain_cycle(p: Prepared, logs: Logs, name: str, cyc: list[tuple[int, int, int]]) -> Example:
     steps = []
     kinds = []
-    for u, v, t in cyc:
+    types = step_types(name, [t for _u, _v, t in cyc])
+    for (u, v, _t), t in zip(cyc, types, strict=True):
         kind, text = _edge_step(p, logs, u, v, t)
         kinds.append(kind)
         steps.append(text)

@@ -700,12 +700,6 @@ def test_cycle_explanation_steps_name_keys_values_and_micro_ops(tmp_path: Path) 
         assert s in ex["explanation"], s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a -realtime cycle whose realtime edge runs parallel to a wr/ww edge is "
-    "explained with [wr]/[ww] steps only (cycles._edge_step prefers wr, then ww): the "
-    "example never shows the realtime order it says is contradicted, and edges lacks 'rt'",
-)
 def test_realtime_cycle_examples_show_their_realtime_edge(tmp_path: Path) -> None:
     # op 1 completes before op 3 is invoked (rt 1->3) and op 3 read op 1's value (wr 1->3);
     # op 1 read op 3's value (wr 3->1). G1c (wr, wr) and G1c-realtime (rt, wr) are both real,
@@ -725,10 +719,6 @@ def test_realtime_cycle_examples_show_their_realtime_edge(tmp_path: Path) -> Non
     assert "before" in ex["explanation"] and "invoked" in ex["explanation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="same as above for G0-realtime: the rt edge parallel to a ww edge is shown as [ww]",
-)
 def test_g0_realtime_example_shows_its_realtime_edge(tmp_path: Path) -> None:
     # op 0 (99 at offset 1) completes before op 1 is invoked; op 1's 10 lands at offset 0,
     # before 99, and its 11 at offset 2, after it.
