@@ -225,8 +225,7 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                     lo, hi, last_id, failed_id = s
                     if d1 <= lo or d1 > hi + 1:
                         prev = ops[last_id]
-                        c = next(c for c in r.reads if c[0] == k)
-                        v1 = chunk_values(logs, c)[0]
+                        v1, i1 = _first_placed(logs, r, k)
                         ex = _poll_example(
                             logs,
                             k,
@@ -236,7 +235,7 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                             hi,
                             d1,
                             v1,
-                            c[2],
+                            i1,
                             failed_id,
                             p,
                             len(skips) < limit * 4 if d1 > lo else len(nonmono) < limit * 4,
@@ -247,6 +246,19 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                 else:
                     state.pop(k, None)
     return {"poll-skip": skips, "nonmonotonic-poll": nonmono}
+
+
+def _first_placed(logs: Logs, r: OpRec, k: str) -> tuple[Any, int]:
+    """(value, micro-op index) of the first record of key k that op r read at a known
+    position (records with a null offset whose value is nowhere in the log come first
+    in the chunk but are not where the read began)."""
+    for c in r.reads:
+        if c[0] != k:
+            continue
+        for d, v in zip(c[1], chunk_values(logs, c), strict=True):
+            if d is not None:
+                return v, c[2]
+    raise AssertionError(f"no placed record of key {k} in op {r.index}")  # caller checked
 
 
 def _poll_example(

@@ -734,12 +734,6 @@ def test_g0_realtime_example_shows_its_realtime_edge(tmp_path: Path) -> None:
     assert "rt" in ex["edges"], ex["explanation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="poll-skip/nonmonotonic-poll explanations take the value of the key's first "
-    "record but the offset of its first *placed* record (order._poll_example): with a "
-    "null-offset record first, they name a value at an offset that holds another value",
-)
 def test_poll_skip_explanation_pairs_the_right_value_and_offset(tmp_path: Path) -> None:
     res = run(
         tmp_path,
