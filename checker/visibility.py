@@ -203,30 +203,36 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
 
 def unseen(p: Prepared, limit: int) -> list[Example]:
     """Per key: values sent by ok ops that no ok op ever read."""
-    per_key: dict[str, list[tuple[Any, int]]] = {}
+    per_key: dict[str, list[tuple[Any, int, int | None]]] = {}
     for r in p.ops:
         if r.type != "ok" or not r.writes:
             continue
-        for k, v, _o, _i in r.writes:
+        for k, v, o, _i in r.writes:
             s = p.ok_reads.get(k)
             if s is None or v not in s:
-                per_key.setdefault(k, []).append((v, r.id))
+                per_key.setdefault(k, []).append((v, r.id, o))
     out: list[Example] = []
     for k in sorted(per_key, key=lambda k: -len(per_key[k])):
         items = per_key[k]
-        values = _sort_values({v for v, _ in items})
-        first_w = p.ops[items[0][1]]
+        values = _sort_values({v for v, _w, _o in items})
+        acked: dict[Any, int | None] = {}
+        for v, _w, o in items:
+            if acked.get(v) is None:
+                acked[v] = o
+        v0, w0, o0 = items[0]
         out.append(
             {
                 "key": k,
                 "count": len(values),
                 "values": values[:32],
-                "ops": sorted({p.ops[w].index for _v, w in items})[:32],
+                "offsets": [acked[v] for v in values[:32]],  # acknowledged (None: unknown)
+                "ops": sorted({p.ops[w].index for _v, w, _o in items})[:32],
                 "explanation": (
                     f"{len(values)} value(s) sent to key {k} by ok ops were never read by any "
-                    f"ok op: {values_text(values)}. For example {op_name(first_w)} sent "
-                    f"{val(items[0][0])}. If the run ended with a complete drain these writes "
-                    f"are lost; otherwise consumers were still behind."
+                    f"ok op: {values_text(values)}. For example {op_name(p.ops[w0])} sent "
+                    f"{val(v0)}, acknowledged at {offset_text(o0)}. If the run ended with a "
+                    f"complete drain these writes are lost; otherwise consumers were still "
+                    f"behind."
                 ),
             }
         )
@@ -265,7 +271,11 @@ def g1a(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                 ex["explanation"] = (
                     f"{op_name(r)} read value {val(v)} of key {k} at {offset_text(o)} "
                     f"(micro-op {i}), but the only op that sent it, {op_name(wr)}, failed: "
-                    f"its transaction aborted, so a read_committed consumer must never see it."
+                    + (
+                        "its transaction aborted, so a read_committed consumer must never see it."
+                        if wr.f == "txn"
+                        else "the send certainly did not take effect, so no consumer may see it."
+                    )
                 )
             out.append(ex)
     return out

@@ -749,11 +749,6 @@ def test_poll_skip_explanation_pairs_the_right_value_and_offset(tmp_path: Path) 
     assert ex["values"] == [10, 12], ex["explanation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="unseen examples name op, key and values but never the offsets the sends were "
-    "acknowledged at (visibility.unseen), although DESIGN.md asks every explanation for them",
-)
 def test_unseen_explanation_names_the_acknowledged_offset(tmp_path: Path) -> None:
     res = run(
         tmp_path,
@@ -766,6 +761,7 @@ def test_unseen_explanation_names_the_acknowledged_offset(tmp_path: Path) -> Non
     ex = examples(res, "unseen")[0]
     assert ex["ops"] == [1] and "value(s) sent to key 1" in ex["explanation"]
     assert "offset 1" in ex["explanation"], ex["explanation"]
+    assert ex["values"] == [11] and ex["offsets"] == [1]
 
 
 # ---------------------------------------------------------------- missed anomalies
