@@ -122,13 +122,25 @@ def options_from_test_json(
 ) -> CheckOptions:
     """CheckOptions from test.json metadata, then `overrides` (None values are ignored)."""
     meta = meta or {}
+    given = {k for k, v in (overrides or {}).items() if v is not None}
     kw: dict[str, Any] = {}
-    sv = _norm_sub_via(_find(meta, "sub_via"))
+    raw = _find(meta, "sub_via")
+    sv = _norm_sub_via(raw)
     if sv is not None:
         kw["sub_via"] = sv
+    elif raw is not None and "sub_via" not in given:  # a typo must not change the verdict
+        raise ValueError(
+            f'sub_via {raw!r} in test.json: expected "assign" or "subscribe" (or pass --sub-via)'
+        )
     ww = _find(meta, "ww_deps")
+    if isinstance(ww, str) and ww.lower() in ("true", "false"):
+        ww = ww.lower() == "true"
     if isinstance(ww, bool):
         kw["ww_deps"] = ww
+    elif ww is not None and "ww_deps" not in given:
+        raise ValueError(
+            f"ww_deps {ww!r} in test.json: expected true or false (or pass --ww-deps/--no-ww-deps)"
+        )
     copy = _find(meta, "copy")
     if isinstance(copy, dict):
         kw["copy"] = copy

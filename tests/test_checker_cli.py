@@ -75,6 +75,21 @@ def test_options_from_test_json_and_overrides(tmp_path: Path) -> None:
     assert invoke(str(tmp_path), "--sub-via", "assign").exit_code == 1
 
 
+def test_a_test_json_option_it_cannot_read_is_a_usage_error(tmp_path: Path) -> None:
+    """A typo in test.json must not silently change what is bad."""
+    write(tmp_path / "history.jsonl", VALID)
+    test = tmp_path / "test.json"
+    test.write_text(json.dumps({"sub_via": "subscibe"}))
+    r = invoke(str(tmp_path))
+    assert r.exit_code == 254 and "subscibe" in r.output and "--sub-via" in r.output, r.output
+    assert invoke(str(tmp_path), "--sub-via", "assign").exit_code == 0  # overridden: fine
+    test.write_text(json.dumps({"ww_deps": "no"}))
+    r = invoke(str(tmp_path))
+    assert r.exit_code == 254 and "ww_deps" in r.output, r.output
+    test.write_text(json.dumps({"ww_deps": "false", "sub_via": [":assign"]}))
+    assert invoke(str(tmp_path)).exit_code == 0
+
+
 def test_malformed_input_exit_254_names_file_and_line(tmp_path: Path) -> None:
     h = tmp_path / "h.jsonl"
     h.write_text(
