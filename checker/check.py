@@ -61,10 +61,15 @@ def check_file(
     meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Check a history.jsonl file (streamed; malformed input raises HistoryError)."""
+    reader = iter_history if needs_ops(opts, meta) else iter_flat
+    return check(reader(path), opts, meta)
+
+
+def needs_ops(opts: CheckOptions, meta: dict[str, Any] | None) -> bool:
+    """Whether the check reads whole Ops: the copy workload's exactly-once check does;
+    everything else is fed client data ops as Flat effects (a faster reader)."""
     copy_meta = {**(meta or {}), "copy": opts.copy} if opts.copy else meta
-    if copy_meta is not None and copy_section(copy_meta) is not None:
-        return check(iter_history(path), opts, meta)  # the exactly-once check reads Ops
-    return check(iter_flat(path), opts, meta)
+    return copy_meta is not None and copy_section(copy_meta) is not None
 
 
 def merge_anomalies(results: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -18,10 +18,11 @@ import orjson
 
 from ..checker import CheckOptions, options_from_test_json
 from ..checker import check as run_check
+from ..checker.check import needs_ops
 from ..checker.liveness import VIOLATION_TYPES
 from ..histories.edn import iter_any_history
 from ..histories.jsonl import HistoryError, TornLineWarning
-from ..histories.model import Op
+from ..histories.model import Flat, Op
 
 EXIT_BY_VALID = {True: 0, False: 1, "unknown": 2}
 BIG_FILE = 32 * 1024 * 1024
@@ -37,9 +38,9 @@ def locate(path: Path) -> tuple[Path, Path | None]:
     """(history file, test.json or None) for a run directory or a history file."""
     if path.is_dir():
         hist = path / "history.jsonl"
-        if not hist.exists() and (path / "history.edn").exists():
+        if not hist.is_file() and (path / "history.edn").is_file():
             hist = path / "history.edn"  # a Jepsen run directory
-        if not hist.exists():
+        if not hist.is_file():
             raise InputError(
                 f"{path}: no history.jsonl (or Jepsen history.edn) in this directory; pass "
                 f"a run directory (store/<test>/<run>) or the path of a history file"
@@ -68,11 +69,11 @@ def load_meta(test: Path | None) -> dict[str, Any]:
     return meta
 
 
-def _with_progress(hist: Path) -> Iterator[Op]:
+def _with_progress(hist: Path, flat: bool) -> Iterator[Op | Flat]:
     """Stream ops, showing a progress bar on a terminal for big files."""
     size = hist.stat().st_size
     if size < BIG_FILE or not sys.stderr.isatty():
-        yield from iter_any_history(hist)
+        yield from iter_any_history(hist, flat)
         return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -91,7 +92,7 @@ def _with_progress(hist: Path) -> Iterator[Op]:
         transient=True,
     ) as prog:
         task = prog.add_task("read", total=total, name=hist.name)
-        for n, op in enumerate(iter_any_history(hist), 1):
+        for n, op in enumerate(iter_any_history(hist, flat), 1):
             if n % 20000 == 0:
                 prog.update(task, completed=n)
             yield op
@@ -311,8 +312,10 @@ def check(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TornLineWarning)
         try:
-            res = run_check(_with_progress(hist), opts, meta)
+            res = run_check(_with_progress(hist, not needs_ops(opts, meta)), opts, meta)
         except HistoryError as e:
+            if e.line == 0:  # the file itself (cannot open it, no history in a directory)
+                raise InputError(str(e)) from None
             raise InputError(
                 f"{e}\n  The history is malformed at that line: fix or remove the line "
                 f"(a torn last line is skipped automatically), then run ktrial check again."

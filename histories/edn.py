@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .jsonl import HistoryError, iter_history, op_from_json
+from .jsonl import HistoryError, iter_flat, iter_history, op_from_json
 from .model import FormatError, Op, encode_value
 
 __all__ = [
@@ -499,20 +499,24 @@ def is_edn_history(path: str | os.PathLike[str]) -> bool:
     return head[:1] == b"{" and head[1:].lstrip()[:1] == b":"
 
 
-def iter_any_history(path: str | os.PathLike[str]) -> Iterator[Op]:
+def iter_any_history(path: str | os.PathLike[str], flat: bool = False) -> Iterator[Any]:
     """Ops of a ktrial history.jsonl or a Jepsen history.edn, whichever `path` is.
 
-    A directory is looked into for history.jsonl, then history.edn.
+    A directory is looked into for history.jsonl, then history.edn. With `flat`, a
+    JSONL history's client data ops come as :class:`~.model.Flat` (the checker's
+    fast path, see :func:`.jsonl.iter_flat`).
     """
     p = Path(path)
     if p.is_dir():
         for name in ("history.jsonl", "history.edn"):
-            if (p / name).exists():
+            if (p / name).is_file():
                 p = p / name
                 break
         else:
-            raise HistoryError(p, 0, "no history.jsonl or history.edn in this directory")
-    return iter_edn_history(p) if is_edn_history(p) else iter_history(p)
+            raise HistoryError(p, 0, "a directory holding no history.jsonl or history.edn file")
+    if is_edn_history(p):
+        return iter_edn_history(p)
+    return iter_flat(p) if flat else iter_history(p)
 
 
 # ------------------------------------------------------------------------------ writer

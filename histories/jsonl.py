@@ -46,7 +46,7 @@ class HistoryError(Exception):
         self.path = str(path)
         self.line = line
         self.reason = reason
-        super().__init__(f"{self.path}:{line}: {reason}")
+        super().__init__(f"{self.path}:{line}: {reason}" if line else f"{self.path}: {reason}")
 
 
 class TornLineWarning(UserWarning):
