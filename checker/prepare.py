@@ -332,7 +332,7 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
                     writer_of[k] = {v: rid}
                 elif v not in wk:
                     wk[v] = rid
-                elif typ != "fail" and out[wk[v]].type == "fail":
+                elif typ != "fail" and wk[v] != rid and out[wk[v]].type == "fail":
                     wk[v] = rid  # a failed op wrote nothing: a retry's value is the retry's
                 if typ == "ok" and o is not None:
                     add_record(k, o, v)
