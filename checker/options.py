@@ -143,7 +143,9 @@ def options_from_test_json(
         )
     copy = _find(meta, "copy")
     if isinstance(copy, dict):
-        kw["copy"] = copy
+        from .copy import validate_copy  # a usage error (254) here, not a crash mid-check
+
+        kw["copy"] = validate_copy(copy)
     lb = _find(meta, "liveness_bad")
     if isinstance(lb, bool):
         kw["liveness_bad"] = lb

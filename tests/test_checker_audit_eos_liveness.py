@@ -264,13 +264,6 @@ def test_same_value_twice_in_one_op_does_not_crash(
     assert "duplicate" in res["bad_error_types"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an input value the input log holds twice (a producer duplicate, reported as "
-    "`duplicate` on the input key) and copied once per input record is reported as "
-    "eos-duplicate without saying so: the example names no input offsets, so it blames "
-    "the copier (needs the same-value-twice crash fixed first)",
-)
 def test_input_duplicate_is_not_blamed_on_the_copier() -> None:
     h = H()
     h.send(1000, 0.0, 0.1, 0, 10, 0)
@@ -287,12 +280,6 @@ def test_input_duplicate_is_not_blamed_on_the_copier() -> None:
         assert ex.get("input_offsets") == [0, 1] or "input offsets 0" in ex["explanation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eos-duplicate names only ok copier ops as writers: a zombie's info transaction "
-    "that did commit (seen by the drain) is not named, and the explanation names no op "
-    "at all (docs/anomalies.md: explanations name the ops)",
-)
 def test_eos_duplicate_names_the_zombie_info_writer() -> None:
     h = two_inputs()
     h.copy(0, 1.0, 11.0, {"0": [[0, 10]]}, [(2, 0, M + 10)], typ="info", error="timeout")
@@ -308,12 +295,6 @@ def test_eos_duplicate_names_the_zombie_info_writer() -> None:
     assert f"op {info_idx}" in ex["explanation"] and f"op {ok_idx}" in ex["explanation"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two ok copier transactions both committed a copy of input 10 (Queen: null "
-    "offsets, no drain of the output): the checker knows both committed but reports no "
-    "eos-duplicate, because duplicates are only counted by output offset",
-)
 def test_eos_duplicate_with_unknown_offsets_and_no_output_read() -> None:
     h = two_inputs()
     h.copy(0, 1.0, 1.5, {"0": [[0, 10]], "1": [[0, 11]]}, [(2, None, M + 10), (3, None, M + 11)])
@@ -352,11 +333,6 @@ def test_misrouted_copy_is_a_loss_of_its_input() -> None:
     assert (ex["key"], ex["value"], ex["output_key"]) == ("0", 10, "2")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="eos-loss examples do not give the input offset of the lost value (only the "
-    "index of the op that proves it was committed); docs/anomalies.md asks for offsets",
-)
 def test_eos_loss_names_the_input_offset() -> None:
     h = two_inputs()
     h.send(1000, 0.2, 0.3, 0, 12, 1)
@@ -389,12 +365,6 @@ def test_eos_loss_of_an_acknowledged_copy_missing_from_the_drained_output() -> N
     assert (ex["key"], ex["value"], ex["output_key"]) == ("0", 10, "2")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a test.json copy section without `route` (or with a null value_modulus, or a "
-    "route that is not an object) crashes ktrial check (exit 255, KeyError/TypeError) "
-    "instead of a usage error (254) naming test.json and the field",
-)
 @pytest.mark.parametrize(
     "section",
     [{"input_keys": [0]}, {"route": {"0": 2}, "value_modulus": None}, {"route": [[0, 2]]}],
