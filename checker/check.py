@@ -11,6 +11,7 @@ import gc
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..histories.jsonl import iter_flat, iter_history
@@ -36,6 +37,9 @@ def check(
     started = time.monotonic()
     copy_meta = {**(meta or {}), "copy": opts.copy} if opts.copy else meta
     is_copy = copy_meta is not None and copy_section(copy_meta) is not None
+    if is_copy and opts.copy is None:  # liveness leaves the copy's output keys out
+        assert copy_meta is not None
+        opts = replace(opts, copy=copy_section(copy_meta))
     if is_copy and not isinstance(ops, (list, tuple)):
         ops = list(ops)  # read twice: the main analyses and the exactly-once check
     # Millions of long-lived small containers make the cyclic GC rescan the heap over

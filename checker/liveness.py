@@ -16,7 +16,7 @@ run are in docs/anomalies.md, section "Liveness".
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +26,7 @@ import numpy as np
 from ..histories.model import Op
 from .logs import Logs
 from .options import CheckOptions
-from .prepare import Prepared
+from .prepare import OpRec, Prepared
 
 NS = 1_000_000_000
 UNSET = -1  # "never read": history times are nanoseconds since the run started, never < 0
@@ -177,8 +177,9 @@ class Acked:
         return self._np
 
 
-def acknowledged(p: Prepared, logs: Logs) -> Acked:
-    """Every value an ok op sent (and each value of an info op that an ok op read)."""
+def acknowledged(p: Prepared, logs: Logs, skip: frozenset[str] = frozenset()) -> Acked:
+    """Every value an ok op sent (and each value of an info op that an ok op read), but
+    not to keys in `skip` (the copy workload's output keys: only the drain reads them)."""
     first, by_value = first_reads(p, logs)
     out = Acked()
     committed = logs.committed
@@ -197,6 +198,8 @@ def acknowledged(p: Prepared, logs: Logs) -> Acked:
         for k, v, o, _i in r.writes:
             if not ok and v not in ok_reads.get(k, ()):
                 continue  # an info op's unread value may never have been written
+            if k in skip:
+                continue
             c = cache.get(k, _MISSING)
             if c is _MISSING:
                 kl = keys.get(k)
@@ -356,7 +359,8 @@ def stuck_partitions(
     if n:
         ids: dict[str, int] = {}
         kid = np.fromiter((ids.setdefault(k, len(ids)) for k in a.key), np.int64, n)
-        gap = np.where(read == UNSET, end, read) - ack
+        # read before its writer's ack (an info send that timed out late): not stuck
+        gap = np.maximum(np.where(read == UNSET, end, read) - ack, 0)
         # per key the largest gap, the earliest value among equals: last of each group
         order = np.lexsort((-np.arange(n), gap, kid))
         ks = kid[order]
@@ -406,7 +410,9 @@ def recovery(
     p: Prepared, a: Acked, heals: Sequence[Op], opts: CheckOptions
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Time from each heal to the first ok send invoked after it, and to the first ok
-    read of a value whose writer was invoked after it.
+    read of a value whose writer was invoked after it. The clock starts at the heal if
+    an attempt was in flight then, else at the first attempt after it (for reads: of a
+    send and of a poll): a client that was idle is not slow to recover.
 
     A time is null when nothing of the kind succeeded after the heal. That is a
     violation only when attempts went on failing for at least `recovery_s` after
@@ -422,6 +428,9 @@ def recovery(
     )
     send_inv = [x[0] for x in ok_sends]
     send_done = _suffix_min([x[1] for x in ok_sends])
+    send_tries = _attempts(r for r in p.ops if r.writes)
+    poll_tries = _attempts(r for r in p.ops if r.reads or r.f == "poll")
+
     last_send_try = max((r.inv_time for r in p.ops if r.writes), default=None)
     last_poll_try = max((r.inv_time for r in p.ops if r.reads or r.f == "poll"), default=None)
     wr = sorted(a.writer_reads)
@@ -432,10 +441,12 @@ def recovery(
     violations: list[dict[str, Any]] = []
     for op in heals:
         h = op.time
+        s0 = _clock_start(send_tries, h)
+        r0 = max(s0, _clock_start(poll_tries, h))  # a post-heal value needs a send and a poll
         i = bisect_left(send_inv, h)
-        send_s = (send_done[i] - h) / NS if i < len(send_done) else None
+        send_s = (send_done[i] - s0) / NS if i < len(send_done) else None
         j = bisect_left(wr_inv, h)
-        read_s = (wr_read[j] - h) / NS if j < len(wr_read) and wr_read[j] != _BIG else None
+        read_s = (wr_read[j] - r0) / NS if j < len(wr_read) and wr_read[j] != _BIG else None
         post_values = j < len(wr_inv)
         ev: dict[str, Any] = {
             "f": op.f,
@@ -491,6 +502,27 @@ def recovery(
 _BIG = 1 << 62
 
 
+def _attempts(ops: Iterable[OpRec]) -> tuple[list[int], list[int]]:
+    """(invoke times, sorted; the latest completion among the ops invoked up to each)."""
+    spans = sorted((r.inv_time, _BIG if r.comp_time is None else r.comp_time) for r in ops)
+    latest: list[int] = []
+    top = -_BIG
+    for _inv, comp in spans:
+        top = max(top, comp)
+        latest.append(top)
+    return [x[0] for x in spans], latest
+
+
+def _clock_start(tries: tuple[list[int], list[int]], h: int) -> int:
+    """h if an attempt was in flight at time h, else when the first one after it began
+    (h if none did)."""
+    invs, latest = tries
+    i = bisect_right(invs, h)
+    if i and latest[i - 1] > h:
+        return h
+    return invs[i] if i < len(invs) else h
+
+
 def _suffix_min(xs: list[int]) -> list[int]:
     out = list(xs)
     for i in range(len(out) - 2, -1, -1):
@@ -499,51 +531,100 @@ def _suffix_min(xs: list[int]) -> list[int]:
     return out
 
 
-def memory_growth(
-    samples: Sequence[Op], t0: int, opts: CheckOptions
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Per node RSS from `node-stats` ops: first/last/max, least-squares slope, growth."""
-    series: dict[str, list[tuple[int, int]]] = {}
+def _incarnations(samples: Sequence[Op]) -> dict[str, list[list[tuple[int, int]]]]:
+    """Per node, its RSS samples (time, bytes) split into runs of one broker process.
+
+    A new run starts when the sampled pid changes, when the node was missing from a
+    sample in between (down), or when RSS fell below half the previous sample (a
+    restart between two samples): a restarted JVM starts small again, and comparing
+    across restarts would hide a leak that ended in an OOM kill.
+    """
+    runs: dict[str, list[list[tuple[int, int]]]] = {}
+    last_pid: dict[str, Any] = {}
+    gone: set[str] = set()
     for op in samples:
         if not isinstance(op.value, dict):
             continue
+        here: set[str] = set()
         for node, st in op.value.items():
             rss = st.get("rss_bytes") if isinstance(st, dict) else None
-            if isinstance(rss, int) and not isinstance(rss, bool):
-                series.setdefault(str(node), []).append((op.time, rss))
+            if not isinstance(rss, int) or isinstance(rss, bool):
+                continue
+            name = str(node)
+            here.add(name)
+            pid = st.get("pid")  # type: ignore[union-attr]
+            node_runs = runs.setdefault(name, [])
+            prev = node_runs[-1][-1][1] if node_runs else None
+            if (
+                not node_runs
+                or name in gone
+                or (pid is not None and pid != last_pid.get(name, pid))
+                or (prev is not None and rss < prev / 2)
+            ):
+                node_runs.append([])
+            node_runs[-1].append((op.time, rss))
+            last_pid[name] = pid
+            gone.discard(name)
+        gone |= set(runs) - here
+    return runs
+
+
+def run_growth(pts: list[tuple[int, int]]) -> tuple[int, int]:
+    """(baseline, growth) of one process's RSS: last sample minus first, leaving out
+    leading samples under half the median (taken while the JVM was still booting)."""
+    half = sorted(r for _t, r in pts)[len(pts) // 2] / 2
+    i = 0
+    while i < len(pts) - 1 and pts[i][1] < half:
+        i += 1
+    return pts[i][1], pts[-1][1] - pts[i][1]
+
+
+def memory_growth(
+    samples: Sequence[Op], t0: int, opts: CheckOptions
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per node RSS from `node-stats` ops: first/last/max, slope, and the growth of its
+    worst broker process (see _incarnations and run_growth)."""
     nodes: dict[str, Any] = {}
     violations: list[dict[str, Any]] = []
-    for node in sorted(series):
-        pts = series[node]
-        first, last = pts[0][1], pts[-1][1]
-        growth = last - first
+    for node, node_runs in sorted(_incarnations(samples).items()):
+        pts = [x for run in node_runs for x in run]
+        judged = [run for run in node_runs if len(run) >= 3]
+        worst: list[tuple[int, int]] = max(
+            judged, key=lambda run: run_growth(run)[1], default=node_runs[-1]
+        )
+        base, growth = run_growth(worst) if judged else (pts[0][1], pts[-1][1] - pts[0][1])
         info: dict[str, Any] = {
             "samples": len(pts),
-            "first_bytes": first,
-            "last_bytes": last,
+            "processes": len(node_runs),
+            "first_bytes": pts[0][1],
+            "last_bytes": pts[-1][1],
             "max_bytes": max(r for _t, r in pts),
             "growth_bytes": growth,
-            "bytes_per_min": round(_slope(pts) * 60 * NS, 1) if len(pts) >= 2 else None,
+            "bytes_per_min": round(_slope(worst) * 60 * NS, 1) if len(worst) >= 2 else None,
         }
         flagged = (
-            len(pts) >= 3
-            and growth > opts.memory_growth_ratio * first
+            bool(judged)
+            and growth > opts.memory_growth_ratio * base
             and growth > opts.memory_growth_min_bytes
         )
         info["flagged"] = flagged
         nodes[node] = info
         if flagged:
             mib = 1024 * 1024
+            which = f" (process {node_runs.index(worst) + 1} of {len(node_runs)})" * (
+                len(node_runs) > 1
+            )
             violations.append(
                 {
                     "type": "memory-growth",
                     "node": node,
                     **{k: v for k, v in info.items() if k != "flagged"},
                     "explanation": (
-                        f"node {node}'s RSS grew from {first / mib:.0f} MiB to {last / mib:.0f} "
-                        f"MiB (+{growth / mib:.0f} MiB, +{100 * growth / max(first, 1):.0f}%; "
-                        f"trend {info['bytes_per_min'] / mib:+.1f} MiB/min over {len(pts)} "
-                        f"samples, t={(pts[0][0] - t0) / NS:.0f}-{(pts[-1][0] - t0) / NS:.0f} s); "
+                        f"node {node}'s RSS{which} grew from {base / mib:.0f} MiB to "
+                        f"{(base + growth) / mib:.0f} MiB (+{growth / mib:.0f} MiB, "
+                        f"+{100 * growth / max(base, 1):.0f}%; trend "
+                        f"{info['bytes_per_min'] / mib:+.1f} MiB/min over {len(worst)} samples, "
+                        f"t={(worst[0][0] - t0) / NS:.0f}-{(worst[-1][0] - t0) / NS:.0f} s); "
                         f"threshold +{100 * opts.memory_growth_ratio:g}% and "
                         f"+{opts.memory_growth_min_bytes / mib:g} MiB"
                     ),
@@ -585,7 +666,11 @@ def liveness(p: Prepared, logs: Logs, nemesis: Sequence[Op], opts: CheckOptions)
     ``checks`` (one verdict per check, for junit.xml and the report)."""
     t0 = p.first_time or 0
     end = p.last_time or t0
-    a = acknowledged(p, logs)
+    # The copy workload's output keys are read only by the final drain: their values
+    # would all look starved and stuck. Consumption is judged on the input keys.
+    route = opts.copy.get("route") if opts.copy else None
+    outputs = frozenset(map(str, route.values())) if isinstance(route, dict) else frozenset()
+    a = acknowledged(p, logs, outputs)
     e2e = e2e_latency(a)
     commit = commit_latency(p)
     allowance = lag_allowance(opts, e2e)

@@ -40,7 +40,8 @@ def rss_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
 
 
 def sample(nodes: Sequence[Node]) -> dict[str, dict[str, int | None]]:
-    """One sample: node name -> {rss_bytes, cache_bytes} for nodes with a live process."""
+    """One sample: node name -> {rss_bytes, cache_bytes, pid} for nodes with a live
+    process (the pid tells the checker's memory-growth check one JVM from the next)."""
     out: dict[str, dict[str, int | None]] = {}
     for n in nodes:
         pid = n.pid
@@ -53,7 +54,7 @@ def sample(nodes: Sequence[Node]) -> dict[str, dict[str, int | None]]:
         if n.cgroup:
             with contextlib.suppress(OSError, ValueError):
                 cache = cgroups.MemoryCgroup(Path(n.cgroup)).anon_and_file()[1]
-        out[n.name] = {"rss_bytes": rss, "cache_bytes": cache}
+        out[n.name] = {"rss_bytes": rss, "cache_bytes": cache, "pid": pid}
     return out
 
 

@@ -186,14 +186,22 @@ def test_recovery_after_stop_partition() -> None:
     h.poll(1, 14.0, 14.5, {"1": [[1, 12], [2, 14]]})  # first read of a post-heal value
     m = live(h.check())
     (ev,) = m["recovery"]["events"]
-    assert (ev["f"], ev["time_s"], ev["send_s"], ev["read_s"]) == ("stop-partition", 10.0, 3.0, 4.5)
-    assert m["recovery"]["max_send_s"] == 3.0 and m["recovery"]["max_read_s"] == 4.5
+    # Nothing was in flight at the heal: the clocks start at the first attempts after
+    # it (a send at 10.5 s, done at 13.0; a poll at 14.0 s, reading post-heal values
+    # at 14.5), not at the heal -- an idle client is not slow to recover.
+    assert (ev["f"], ev["time_s"], ev["send_s"], ev["read_s"]) == ("stop-partition", 10.0, 2.5, 0.5)
+    assert m["recovery"]["max_send_s"] == 2.5 and m["recovery"]["max_read_s"] == 0.5
     assert "slow-recovery" not in vtypes(h.check())
-    # with a 4 s threshold, the reads (4.5 s) are slow
-    res = h.check(recovery_s=4.0)
+    # with a 2 s threshold, the sends (2.5 s) are slow
+    res = h.check(recovery_s=2.0)
     (v,) = [v for v in live(res)["violations"] if v["type"] == "slow-recovery"]
-    assert v["read_s"] == 4.5 and "reads took 4.5 s" in v["explanation"]
-    assert "sends" not in v["explanation"]
+    assert v["send_s"] == 2.5 and "sends took 2.5 s" in v["explanation"]
+    assert "reads" not in v["explanation"]
+    # an attempt in flight at the heal starts the clock at the heal itself
+    h.add(9.0, process=3, type="invoke", f="send", value=[["send", "1", 15]])
+    h.add(11.0, process=3, type="fail", f="send", value=[["send", "1", 15]])
+    (ev,) = live(h.check())["recovery"]["events"]
+    assert ev["send_s"] == 3.0
 
 
 def test_never_recovered_vs_not_measured() -> None:
@@ -265,6 +273,27 @@ def test_memory_growth_flags_the_growing_node_only() -> None:
         200 * mib, 350 * mib, 350 * mib)  # fmt: skip
     (v,) = [v for v in m["violations"] if v["type"] == "memory-growth"]
     assert v["node"] == "n1" and "+150 MiB" in v["explanation"]
+
+
+def test_memory_growth_is_judged_per_broker_process() -> None:
+    """A new pid is a new JVM: growth before a restart is not hidden by the small RSS
+    after it, and growth is not counted across the restart either."""
+    h = Hist()
+    steady(h, 3)
+    mib = 1024 * 1024
+    rss = [(200, 1), (300, 1), (400, 1), (500, 1), (450, 2), (460, 2), (470, 2)]
+    for i, (r, pid) in enumerate(rss):
+        h.nemesis(30.0 * i, "node-stats", {"n1": {"rss_bytes": r * mib, "pid": pid}})
+    nodes = live(h.check())["memory"]["nodes"]
+    assert nodes["n1"]["processes"] == 2 and nodes["n1"]["flagged"] is True
+    assert nodes["n1"]["growth_bytes"] == 300 * mib  # 200 -> 500 in the first JVM
+    # a drop at a restart followed by a flat new JVM is no growth
+    h = Hist()
+    steady(h, 3)
+    for i, r in enumerate([500, 450, 460, 470]):
+        h.nemesis(30.0 * i, "node-stats", {"n1": {"rss_bytes": r * mib, "pid": 7 if i else 6}})
+    nodes = live(h.check())["memory"]["nodes"]
+    assert nodes["n1"]["processes"] == 2 and nodes["n1"]["flagged"] is False
 
 
 def test_memory_growth_needs_three_samples() -> None:

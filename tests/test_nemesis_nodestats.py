@@ -38,6 +38,7 @@ def test_sample_skips_stopped_and_vanished_nodes() -> None:
     assert list(s) == ["n1"]
     assert (s["n1"]["rss_bytes"] or 0) > 10 * 2**20
     assert s["n1"]["cache_bytes"] is None  # no cgroup
+    assert s["n1"]["pid"] == os.getpid()  # one JVM from the next, for memory growth
 
 
 def test_sampler_records_node_stats_ops_until_closed(tmp_path: Path) -> None:
