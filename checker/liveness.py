@@ -420,6 +420,8 @@ def recovery(
     while post-heal values were acknowledged); otherwise the run simply ended or
     stopped producing (the final heal before the drain) and it is "not measured".
     """
+    if not heals:
+        return {"heals": 0, "max_send_s": None, "max_read_s": None, "events": []}, []
     t0 = p.first_time or 0
     ok_sends = sorted(
         (r.inv_time, r.comp_time)

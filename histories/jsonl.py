@@ -147,13 +147,9 @@ def _read(path: str | os.PathLike[str], convert: Callable[[Any, int], Any]) -> I
             decoded = decode_block(block)
             out: list[Any] | None = None
             if decoded is not None:
-                out = []
-                for d in decoded:
-                    op = convert(d, n + len(out))
-                    if op is None:
-                        out = None
-                        break
-                    out.append(op)
+                out = list(map(convert, decoded, range(n, n + len(decoded))))
+                if None in out:  # some line is unusual
+                    out = None
             if out is not None:
                 n += len(out)
                 lineno += block.count(b"\n")
