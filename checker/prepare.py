@@ -25,8 +25,8 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, islice
-from operator import itemgetter, lt, ne
-from typing import Any
+from operator import lt, ne
+from typing import Any, cast
 
 from ..histories.model import DATA_FS, NEMESIS, Effect, Flat, Op, ReadRun, flatten
 
@@ -38,8 +38,6 @@ from ..histories.model import DATA_FS, NEMESIS, Effect, Flat, Op, ReadRun, flatt
 # cannot give them back (null offsets, or values that disagreed with the log).
 Chunk = tuple[str, Any, int, "list[Any] | None", Any]
 
-_first = itemgetter(0)
-_second = itemgetter(1)
 _MISSING = object()
 
 
@@ -202,14 +200,15 @@ class _Folder:
                 inc = False
                 compact: Any = offs
             else:
-                if not p.add_records(k, offs, vals):  # type: ignore[arg-type]
+                known = cast(list[int], offs)  # no null offset among them
+                if not p.add_records(k, known, vals):
                     keep = vals
-                first, last = offs[0], offs[-1]
-                inc = n == 1 or all(map(lt, offs, islice(offs, 1, None)))  # type: ignore[arg-type]
-                if inc and last - first == n - 1:  # type: ignore[operator]
-                    compact = range(first, last + 1)  # type: ignore[arg-type,operator]
+                first, last = known[0], known[-1]
+                inc = n == 1 or all(map(lt, known, islice(known, 1, None)))
+                if inc and last - first == n - 1:
+                    compact = range(first, last + 1)
                 else:
-                    compact = array("q", offs)  # type: ignore[arg-type]
+                    compact = array("q", known)
             out.append((k, compact, i, keep, inc))
         rec.reads = tuple(out)
 
