@@ -143,6 +143,24 @@ def _key(k: int | str) -> str:
     return _INT_KEYS.get(k) or _int_key(k) if type(k) is int else _intern(k)  # type: ignore[arg-type]
 
 
+def _send(m: Any) -> tuple[str, Any, int | None]:
+    """(key, value, offset) of a decoded send micro-op; a negative offset (Queen's -1)
+    is unknown. Raises _Unusual for an int value beyond 64 bits (the strict reader's)."""
+    v = m.value
+    if type(v) is tuple:
+        o = v[0]
+        return _key(m.key), v[1], None if o is not None and o < 0 else o
+    if type(v) is int and not INT64_MIN <= v <= INT64_MAX:
+        raise _Unusual
+    return _key(m.key), v, None
+
+
+def _index_time(d: Any, fallback_index: int) -> tuple[int, int]:
+    index = d.index
+    t = d.time
+    return (fallback_index if index is _UNSET else index), (t if type(t) is int else int(t))
+
+
 def _header(d: Any) -> bool:
     """type, f and process have the plain spellings (no Jepsen keywords)."""
     f = d.f
@@ -177,16 +195,7 @@ def _mops(value: list[Any]) -> list[Any] | None:
     for m in value:
         tm = type(m)
         if tm is _SendM:
-            v = m.value
-            if type(v) is tuple:
-                o = v[0]
-                if o is not None and o < 0:
-                    o = None
-                append(_tnew(Send, (_key(m.key), v[1], o)))  # Send(k, value, offset)
-            elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:
-                return None
-            else:
-                append(_tnew(Send, (_key(m.key), v, None)))
+            append(_tnew(Send, _send(m)))
         elif tm is _PollM:
             recs = m.records
             if recs is None:
@@ -244,12 +253,7 @@ def _to_op(d: Any, fallback_index: int) -> Op | None:
         ok, value = _plain_value(d)
         if not ok:
             return None
-    index: Any = d.index
-    if index is _UNSET:
-        index = fallback_index
-    t = d.time
-    if type(t) is not int:
-        t = int(t)
+    index, t = _index_time(d, fallback_index)
     return Op(index, t, d.process, d.type, d.f, value, d.error, _extra(d))
 
 
@@ -265,16 +269,7 @@ def _effects(value: list[Any]) -> tuple[tuple[Effect, ...], list[ReadRun]] | Non
     for i, m in enumerate(value):
         tm = type(m)
         if tm is _SendM:
-            v = m.value
-            if type(v) is tuple:
-                o = v[0]
-                if o is not None and o < 0:
-                    o = None
-                writes.append((_key(m.key), v[1], o, i))
-            elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:
-                return None
-            else:
-                writes.append((_key(m.key), v, None, i))
+            writes.append((*_send(m), i))
         elif tm is _PollM:
             recs = m.records
             if recs:
@@ -316,12 +311,7 @@ def _to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
         writes, reads = eff
     else:
         return None
-    index: Any = d.index
-    if index is _UNSET:
-        index = fallback_index
-    t = d.time
-    if type(t) is not int:
-        t = int(t)
+    index, t = _index_time(d, fallback_index)
     extra = None
     if (
         d.node is not _UNSET
