@@ -111,11 +111,14 @@ def _pairs(
     limit: int,
 ) -> None:
     verb = "read" if kind == "poll" else "sent"
-    for (d1, v1, _o1, i1), (d2, v2, _o2, i2) in itertools.pairwise(lst):
-        if d1 is None or d2 is None:
-            continue
+    # Each placed record against the previous placed one: a record with no known
+    # position (never read, null offset) in between cannot hide one that goes back,
+    # but it may be what fills a gap, so a skip across it is not claimed.
+    placed = [(j, x) for j, x in enumerate(lst) if x[0] is not None]
+    for (j1, (d1, v1, _o1, i1)), (j2, (d2, v2, _o2, i2)) in itertools.pairwise(placed):
+        assert d1 is not None and d2 is not None
         delta = d2 - d1
-        if delta == 1:
+        if delta == 1 or (delta > 1 and j2 - j1 > 1):  # a skip across an unplaced record
             continue
         o1, o2 = _off(logs, k, d1), _off(logs, k, d2)
         ex: Example = {
@@ -204,6 +207,8 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
             if f == "crash":
                 state = {}
                 continue
+            for k in r.rebalanced:  # reassigned during this op, whatever its outcome
+                state.pop(k, None)
             if not r.reads:
                 continue
             pos = read_positions(logs, r)
