@@ -65,7 +65,7 @@ def counts_latency(p: Prepared) -> tuple[dict[str, Any], dict[str, int], dict[st
         if c is None:
             counts[r.f] = c = {"ok": 0, "fail": 0, "info": 0}
         c[r.type] = c.get(r.type, 0) + 1
-        if r.type == "info":
+        if r.type == "info" and r.is_data:  # a crash op is info by construction, as in Jepsen
             cause = "never completed" if r.comp_pos is None else info_cause(r.error)
             causes[cause] = causes.get(cause, 0) + 1
         if r.comp_time is not None and r.inv_time is not None:
