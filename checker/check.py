@@ -35,10 +35,9 @@ def check(
     also checked for exactly-once: eos-duplicate and eos-loss.
     """
     started = time.monotonic()
-    copy_meta = {**(meta or {}), "copy": opts.copy} if opts.copy else meta
-    is_copy = copy_meta is not None and copy_section(copy_meta) is not None
-    if is_copy and opts.copy is None:  # liveness leaves the copy's output keys out
-        assert copy_meta is not None
+    copy_meta = _copy_meta(opts, meta)
+    is_copy = copy_meta is not None
+    if copy_meta is not None and opts.copy is None:  # liveness leaves output keys out
         opts = replace(opts, copy=copy_section(copy_meta))
     if is_copy and not isinstance(ops, (list, tuple)):
         ops = list(ops)  # read twice: the main analyses and the exactly-once check
@@ -72,8 +71,13 @@ def check_file(
 def needs_ops(opts: CheckOptions, meta: dict[str, Any] | None) -> bool:
     """Whether the check reads whole Ops: the copy workload's exactly-once check does;
     everything else is fed client data ops as Flat effects (a faster reader)."""
+    return _copy_meta(opts, meta) is not None
+
+
+def _copy_meta(opts: CheckOptions, meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """test.json's metadata with the copy section the check uses, or None (no copy)."""
     copy_meta = {**(meta or {}), "copy": opts.copy} if opts.copy else meta
-    return copy_meta is not None and copy_section(copy_meta) is not None
+    return copy_meta if copy_meta is not None and copy_section(copy_meta) is not None else None
 
 
 def merge_anomalies(results: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
