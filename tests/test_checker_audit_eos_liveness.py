@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 from ktrial.checker import CheckOptions, check
-from ktrial.cli import main
 from ktrial.histories.jsonl import op_from_json
+from ktrial.tests.test_checker_audit import cli  # the real entry point, in process
 
 S = 1_000_000_000
 M = 1 << 32  # workloads/copy.py VALUE_MODULUS
@@ -115,14 +115,6 @@ class H:
         if meta is not None:
             (d / "test.json").write_text(json.dumps(meta))
         return d
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    code = e.value.code
-    return (code if isinstance(code, int) else 0), out.out, out.err
 
 
 def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
