@@ -138,6 +138,7 @@ def analyse(
         "counts": counts,
         "info_causes": causes,
         "latency_ms": latency,
+        "throughput": metrics.throughput(p),
         "realtime_lag": metrics.realtime_lag(p, logs),
         "unseen": {"final": unseen_final, "over_time": unseen_pts},
         "liveness": live,

@@ -252,7 +252,9 @@ def commit_latency(p: Prepared) -> dict[str, Any]:
     """Latency of ok txn ops (the transaction including its commit), else of ok sends."""
     by: dict[str, list[float]] = {"txn": [], "send": []}
     for r in p.ops:
-        if r.type == "ok" and r.f in by and r.comp_time is not None:
+        # a completion without an invoke has no known latency (it counts as invoked
+        # at its own line)
+        if r.type == "ok" and r.f in by and r.comp_time is not None and r.inv_pos != r.comp_pos:
             by[r.f].append((r.comp_time - r.inv_time) / 1e6)
     f = "txn" if by["txn"] else "send"
     return {"f": f, **quantiles(by[f])}
@@ -285,7 +287,8 @@ def starvation(
         win = (ack - t0) // w_ns
         offered = np.bincount(win)
         # a value of window w counts if read by the window's end plus the allowance
-        in_time = (read != UNSET) & (read <= t0 + lag_ns + (win + 1) * w_ns)
+        # (relative to t0: times near 2**63 would overflow int64 in absolute terms)
+        in_time = (read != UNSET) & (read - t0 <= lag_ns + (win + 1) * w_ns)
         consumed = np.bincount(win[in_time], minlength=len(offered))
         last_ack = int(ack.max())
         for w in np.flatnonzero(offered >= opts.starvation_min_offered).tolist():

@@ -8,8 +8,11 @@ was known to exist) stale.
 
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 from typing import Any
+
+import orjson
 
 from .logs import Logs
 from .prepare import Prepared
@@ -22,15 +25,13 @@ def downsample(points: list[tuple[float, float]], n: int = MAX_POINTS) -> list[l
     """At most n points, keeping the highest y of each run (peaks matter on these plots)."""
     if len(points) <= n:
         return [[x, y] for x, y in points]
-    step = len(points) / n
+    m = len(points)
     out: list[list[float]] = []
-    i = 0.0
-    while int(i) < len(points):
-        chunk = points[int(i) : int(i + step) or int(i) + 1]
+    for j in range(n):  # n runs of m // n or m // n + 1 points, the last one included
+        chunk = points[j * m // n : (j + 1) * m // n]
         x, y = max(chunk, key=lambda pt: pt[1])
         out.append([x, y])
-        i += step
-    return out[:n]
+    return out
 
 
 def _quantiles(xs: list[float]) -> dict[str, float]:
@@ -47,10 +48,12 @@ def info_cause(error: Any) -> str:
     if error is None:
         return "no error recorded"
     if isinstance(error, dict):
-        for k in ("type", "cause", "name", "class", "code"):
+        for k in ("type", "cause", "name", "class", "code", "exception", "error"):
             if k in error:
                 return str(error[k])[:80]
-        return str(next(iter(error), "error"))[:80]
+        # no field naming the cause: the whole object (different objects stay apart)
+        opts = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+        return orjson.dumps(error, option=opts, default=str).decode()[:80]
     if isinstance(error, list) and error:
         return str(error[0])[:80]
     return str(error)[:80]
@@ -68,10 +71,45 @@ def counts_latency(p: Prepared) -> tuple[dict[str, Any], dict[str, int], dict[st
         if r.type == "info" and r.is_data:  # a crash op is info by construction, as in Jepsen
             cause = "never completed" if r.comp_pos is None else info_cause(r.error)
             causes[cause] = causes.get(cause, 0) + 1
-        if r.comp_time is not None and r.inv_time is not None:
+        # a completion without an invoke counts as invoked at its own line: no latency
+        if r.comp_time is not None and r.inv_pos != r.comp_pos:
             lat.setdefault(r.f, {}).setdefault(r.type, []).append((r.comp_time - r.inv_time) / 1e6)
     latency = {f: {t: _quantiles(xs) for t, xs in by.items()} for f, by in lat.items()}
     return counts, causes, latency
+
+
+def throughput(p: Prepared) -> dict[str, Any]:
+    """ok ops per second over the run (by f, and of all data ops), and over time.
+
+    The run spans the earliest to the latest `time` of any op; ops are binned by
+    completion time in bins of `bin_s` seconds (1 s, wider for runs over 1,000 s).
+    """
+    t0, t1 = p.first_time or 0, p.last_time or 0
+    span_s = (t1 - t0) / 1e9
+    width = max(1, math.ceil(span_s / 1000))
+    width_ns = width * 1_000_000_000
+    by_f: dict[str, int] = {}
+    bins: dict[int, int] = {}
+    n_data = 0
+    for r in p.ops:
+        if r.type != "ok" or r.comp_time is None:
+            continue
+        by_f[r.f] = by_f.get(r.f, 0) + 1
+        if r.is_data:
+            n_data += 1
+            b = (r.comp_time - t0) // width_ns
+            bins[b] = bins.get(b, 0) + 1
+
+    def rate(n: int) -> float | None:
+        return round(n / span_s, 3) if span_s > 0 else None
+
+    pts = [(float(b * width), n / width) for b, n in sorted(bins.items())]
+    return {
+        "ok_data_per_s": rate(n_data),
+        "ok_per_s_by_f": {f: rate(n) for f, n in sorted(by_f.items())},
+        "bin_s": width,
+        "over_time": downsample(pts),
+    }
 
 
 def unseen_over_time(p: Prepared) -> tuple[int, list[list[float]]]:
@@ -155,8 +193,8 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         if r.f == "subscribe" or r.f == "crash":
             positions[r.process] = {}
             continue
-        if not r.reads:
-            continue
+        if not r.reads and r.f != "poll":
+            continue  # an empty poll is measured too: a starving consumer is the point
         mine = positions.setdefault(r.process, {})
         for k, d in _read_tops(r.reads).items():
             if d is not None and d > mine.get(k, -1):

@@ -83,7 +83,9 @@ def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                     res["int-nonmonotonic-poll"],
                     limit,
                 )
-        if len(r.writes) > 1:
+        # a failed (or never committed) op's records were aborted: where its sends
+        # went says nothing about order (a retry may put the same values elsewhere)
+        if len(r.writes) > 1 and logs.committed[r.id]:
             for k, lst in _positions(logs, r.writes).items():
                 if len(lst) < 2:
                     continue

@@ -300,35 +300,90 @@ def precommitted_reads(p: Prepared, limit: int) -> list[Example]:
 
 def torn_transactions(p: Prepared, logs: Logs, lost: list[Example], limit: int) -> list[Example]:
     """Committed ops whose values are visible on some keys and lost on others."""
-    lost_by_writer: dict[int, list[tuple[str, Any]]] = {}
+    lost_by_writer: dict[int, list[Example]] = {}
     for ex in lost:
         w = p.writer_of[ex["key"]][ex["value"]]
-        lost_by_writer.setdefault(w, []).append((ex["key"], ex["value"]))
+        lost_by_writer.setdefault(w, []).append(ex)
     out: list[Example] = []
-    for w, lost_kv in sorted(lost_by_writer.items()):
+    for w, lost_ex in sorted(lost_by_writer.items()):
         r = p.ops[w]
         if r.f != "txn":
             continue  # separate sends are not atomic; only transactions can be torn
-        seen = [(k, v) for k, v, _o, _i in r.writes if v in p.ok_reads.get(k, ())]
-        seen_keys = {k for k, _ in seen}
-        lost_keys = {k for k, _ in lost_kv}
+        seen = [(k, v, o) for k, v, o, _i in r.writes if v in p.ok_reads.get(k, ())]
+        seen_keys = {k for k, _v, _o in seen}
+        lost_keys = {ex["key"] for ex in lost_ex}
         if not seen or not any(a != b for a in seen_keys for b in lost_keys):
             continue
-        lost_txt = ", ".join(f"{val(v)} to key {k}" for k, v in lost_kv[:6])
-        seen_txt = ", ".join(f"{val(v)} to key {k}" for k, v in seen[:6])
-        out.append(
-            {
-                "ops": [r.index],
-                "visible": [[k, v] for k, v in seen],
-                "lost": [[k, v] for k, v in lost_kv],
-                "keys_visible": sorted({k for k, _ in seen}),
-                "keys_lost": sorted({k for k, _ in lost_kv}),
-                "explanation": (
-                    f"{op_name(r)} committed a transaction that sent {seen_txt} and {lost_txt}. "
-                    f"Consumers read the first ({len(seen)} value(s)) but the rest "
-                    f"({len(lost_kv)} value(s)) were lost although later records of those keys "
-                    f"were read: the transaction was applied only in part."
-                ),
-            }
-        )
+        ex = {
+            "ops": [r.index],
+            "visible": [[k, v] for k, v, _o in seen],
+            "lost": [[e["key"], e["value"]] for e in lost_ex],
+            "keys_visible": sorted(seen_keys),
+            "keys_lost": sorted(lost_keys),
+        }
+        if len(out) < limit:  # the details cost a scan of the history each
+            ex.update(_torn_details(p, logs, r, seen, lost_ex))
+        out.append(ex)
     return out
+
+
+def _torn_details(
+    p: Prepared, logs: Logs, r: OpRec, seen: list[tuple[str, Any, Any]], lost_ex: list[Example]
+) -> Example:
+    """Where a torn transaction's values sit, who read the visible ones, and what was
+    read past the lost ones: the explanation of one torn-transaction example."""
+    visible_at: list[Example] = []
+    for k, v, o in seen[:6]:
+        kl = logs.keys.get(k)
+        d = kl.first.get(v) if kl is not None else None
+        off = kl.offsets[d] if o is None and kl is not None and d is not None else o
+        rd = _find_ok_reader(p, logs, k, v)
+        visible_at.append({"key": k, "value": v, "offset": off, "reader": rd and rd.index})
+    lost_at: list[Example] = [
+        {
+            "key": e["key"],
+            "value": e["value"],
+            "offset": e.get("offset"),
+            "max_read_offset": e.get("max_read_offset"),
+            "max_read_value": e.get("max_read_value"),
+            "max_reader": e.get("max_reader"),
+        }
+        for e in lost_ex[:6]
+    ]
+    ops = [r.index]
+    for a in visible_at:
+        if a["reader"] is not None and a["reader"] not in ops:
+            ops.append(a["reader"])
+    for b in lost_at:
+        if b["max_reader"] is not None and b["max_reader"] not in ops:
+            ops.append(b["max_reader"])
+
+    def at(o: Any) -> str:
+        return "" if o is None else f" at offset {o}"
+
+    seen_txt = "; ".join(
+        f"{val(a['value'])} on key {a['key']}{at(a['offset'])}"
+        + ("" if a["reader"] is None else f" (read by op {a['reader']})")
+        for a in visible_at
+    )
+
+    def past(b: Example) -> str:
+        if b["max_read_value"] is None:
+            return ""
+        who = "an ok op" if b["max_reader"] is None else f"op {b['max_reader']}"
+        past_it = f"{val(b['max_read_value'])}{at(b['max_read_offset'])}"
+        return f", though {who} read value {past_it} past it"
+
+    lost_txt = "; ".join(
+        f"{val(b['value'])} on key {b['key']}{at(b['offset'])}{past(b)}" for b in lost_at
+    )
+    return {
+        "ops": ops,
+        "visible_at": visible_at,
+        "lost_at": lost_at,
+        "explanation": (
+            f"{op_name(r)} committed a transaction, but only part of it is visible. "
+            f"Consumers read {seen_txt}. Never read: {lost_txt}. "
+            f"A committed transaction is all or nothing: it was applied only in part."
+        ),
+    }
