@@ -23,6 +23,7 @@ from ..checker.liveness import VIOLATION_TYPES
 from ..histories.edn import iter_any_history
 from ..histories.jsonl import HistoryError, TornLineWarning
 from ..histories.model import Flat, Op
+from ..histories.store import load_json
 
 EXIT_BY_VALID = {True: 0, False: 1, "unknown": 2}
 BIG_FILE = 32 * 1024 * 1024
@@ -58,7 +59,7 @@ def load_meta(test: Path | None) -> dict[str, Any]:
     if test is None:
         return {}
     try:
-        meta = orjson.loads(test.read_bytes())
+        meta = load_json(test)  # a leading BOM is skipped
     except (OSError, orjson.JSONDecodeError) as e:
         raise InputError(
             f"{test}: cannot read test metadata ({e}); fix or remove it, or pass "

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .jsonl import HistoryError, iter_flat, iter_history, op_from_json
+from .jsonl import HistoryError, field_name, iter_flat, iter_history, op_from_json
 from .model import FormatError, Op, encode_value
 
 __all__ = [
@@ -380,6 +380,8 @@ class _Lines:
         except UnicodeDecodeError as e:
             ln = self.line + raw.count(b"\n", 0, e.start)
             raise HistoryError(self.path, ln, f"not UTF-8 text ({e.reason})") from None
+        if self.line == 1 and text.startswith("\ufeff"):
+            text = text[1:]  # a byte order mark (Windows tools write one): not EDN
         self.line += raw.count(b"\n")
         return text
 
@@ -442,9 +444,6 @@ def _forms(src: _Lines, p: Path) -> Iterator[tuple[int, Any]]:
 # ------------------------------------------------------------------------------ ops
 
 
-def field_name(k: str) -> str:
-    """Jepsen op field -> ktrial's: :rebalance-log -> rebalance_log, :seek-to-beginning? -> ..."""
-    return k.rstrip("?!").replace("-", "_")
 
 
 def op_from_edn(form: Any, fallback_index: int) -> Op:

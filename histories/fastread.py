@@ -20,6 +20,7 @@ of ktrial reads; :func:`to_flat` gives the checker a client data op as a
 
 from __future__ import annotations
 
+import re
 from operator import itemgetter
 from sys import intern as _intern
 from typing import Annotated, Any
@@ -77,7 +78,9 @@ if msgspec is not None:
     _Offset = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
     _Time = _Int | Annotated[float, msgspec.Meta(gt=INT64_MIN, lt=INT64_MAX)]
 
-    class _SendM(msgspec.Struct, array_like=True, tag="send", gc=False):
+    class _SendM(
+        msgspec.Struct, array_like=True, tag="send", gc=False, forbid_unknown_fields=True
+    ):
         """["send", key, value] or ["send", key, [offset, value]]."""
 
         key: int | str
@@ -85,7 +88,9 @@ if msgspec is not None:
         # garbage collector (segfault); the invoke form's int is range-checked below
         value: int | str | tuple[_Int | None, _Int | str]
 
-    class _PollM(msgspec.Struct, array_like=True, tag="poll", gc=False):
+    class _PollM(
+        msgspec.Struct, array_like=True, tag="poll", gc=False, forbid_unknown_fields=True
+    ):
         """["poll"] or ["poll", {key: [[offset, value], ...]}] (or ["poll", null])."""
 
         records: dict[str, list[tuple[_Offset | None, _Int | str]]] | None = None
@@ -119,14 +124,28 @@ else:  # pragma: no cover
     _STRUCTS = ()
 
 
+# Two JSON objects with only whitespace between them: never inside one well-formed op
+# line outside a string (it would need a comma), so a block holding this may have two
+# ops on one line (or ops split by a bare CR), which decode_lines would accept.
+_ADJACENT = re.compile(rb"}[ \t\r]*{")
+
+
 def decode_block(buf: bytes) -> list[Any] | None:
-    """The decoded lines of a block of complete lines, or None if any is unusual."""
+    """The decoded lines of a block of complete lines, or None if any is unusual.
+
+    decode_lines reads whitespace-separated JSON values, not lines: so the block is
+    taken only if it gave one value per line (a blank line, or an op spread over
+    several lines, gives fewer) and no line can hold two ops (`_ADJACENT`).
+    """
     if _decode_lines is None:
         return None
     try:
-        return _decode_lines(buf)  # type: ignore[no-any-return]
+        out: list[Any] = _decode_lines(buf)
     except (_Error, RecursionError):  # nested too deep: the strict reader says where
         return None
+    if len(out) != buf.count(b"\n") or _ADJACENT.search(buf):
+        return None
+    return out
 
 
 def decode_line(raw: bytes) -> Any:
@@ -213,16 +232,31 @@ def _mops(value: list[Any]) -> list[Any] | None:
     return out
 
 
+def _big_int(x: Any) -> bool:
+    """Whether an int beyond 64 bits hides in x: the strict reader's JSON parser reads
+    those as floats, so such a line is the strict reader's, to read it alike."""
+    t = type(x)
+    if t is int:
+        return not INT64_MIN <= x <= INT64_MAX
+    if t is list:
+        return any(map(_big_int, x))
+    if t is dict:
+        return any(map(_big_int, x.values()))
+    return False
+
+
 def _plain_value(d: Any) -> tuple[bool, Any]:
     """(usable, value) of a line that is not a client data op: kept as written, with
     assign/subscribe keys as strings; unusable if it decoded into micro-op structs."""
     value = d.value
+    if type(value) is dict and _big_int(value):
+        return False, None
     if type(value) is list:
         for x in value:
             if isinstance(x, _STRUCTS):
                 return False, None
-        if any(type(k) is int and not INT64_MIN <= k <= INT64_MAX for k in value):
-            return False, None  # the strict reader's JSON parser reads those as floats
+        if _big_int(value):
+            return False, None
         if d.f in _LISTED_KEYS:
             value = [str(k) for k in value]
     return True, value
@@ -237,7 +271,7 @@ def to_op(d: Any, fallback_index: int) -> Op | None:
 
 
 def _to_op(d: Any, fallback_index: int) -> Op | None:
-    if not _header(d):
+    if not _header(d) or (d.error is not None and _big_int(d.error)):
         return None
     value: Any = d.value
     if d.f in _DATA_FS and d.process != NEMESIS:
@@ -296,7 +330,7 @@ def _to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
     process = d.process
     if d.f not in _DATA_FS or process == NEMESIS:
         return _to_op(d, fallback_index)
-    if not _header(d):
+    if not _header(d) or (d.error is not None and _big_int(d.error)):
         return None
     value = d.value
     if not value:

@@ -10,6 +10,7 @@ mid-write leaves — is skipped with a warning.
 
 from __future__ import annotations
 
+import codecs
 import os
 import threading
 import time
@@ -56,6 +57,14 @@ class TornLineWarning(UserWarning):
 # ---------------------------------------------------------------------------- reading
 
 
+def field_name(k: str) -> str:
+    """An op field as ktrial spells it: Jepsen's `rebalance-log` (or `:rebalance-log`)
+    is `rebalance_log`, `seek-to-beginning?` is `seek_to_beginning`."""
+    if k.isidentifier():
+        return k
+    return k.lstrip(":").rstrip("?!").replace("-", "_")
+
+
 def op_from_json(obj: Any, fallback_index: int) -> Op:
     """Validate one decoded line and build an Op; raise FormatError with the reason."""
     if type(obj) is not dict:
@@ -79,12 +88,16 @@ def op_from_json(obj: Any, fallback_index: int) -> Op:
     elif tp is not int:
         check_int64(process, '"process"')
         raise FormatError(f'"process" must be an integer or "nemesis", got {process!r}')
-    index = obj.get("index", fallback_index)
-    if type(index) is not int:
+    index = obj.get("index")
+    if index is None:  # missing or null: the op's ordinal
+        index = fallback_index
+    elif type(index) is not int:
         check_int64(index, '"index"')
         raise FormatError(f'"index" must be an integer, got {index!r}')
-    t = obj.get("time", 0)
-    if type(t) is not int:
+    t = obj.get("time")
+    if t is None:  # missing or null
+        t = 0
+    elif type(t) is not int:
         if type(t) is not float:
             raise FormatError(f'"time" must be an integer (ns since run start), got {t!r}')
         check_int64(t, '"time"')
@@ -99,7 +112,7 @@ def op_from_json(obj: Any, fallback_index: int) -> Op:
     extra = (
         {}
         if obj.keys() <= KNOWN_FIELDS
-        else {k: v for k, v in obj.items() if k not in KNOWN_FIELDS}
+        else {field_name(k): v for k, v in obj.items() if k not in KNOWN_FIELDS}
     )
     return Op(index, t, process, typ, f, value, obj.get("error"), extra)
 
@@ -120,6 +133,7 @@ def iter_flat(path: str | os.PathLike[str]) -> Iterator[Flat | Op]:
     return _read(path, to_flat)
 
 
+BOM = b"\xef\xbb\xbf"
 BLOCK = 1 << 16  # bytes per decode call: measured fastest (cache-sized) on 1M-op histories
 
 
@@ -137,6 +151,8 @@ def _read(path: str | os.PathLike[str], convert: Callable[[Any, int], Any]) -> I
             buf = fh.read(BLOCK)
             if not buf:
                 break
+            if lineno == 0 and not rest and not n and buf.startswith(BOM):
+                buf = buf[len(BOM) :]  # Windows tools may start UTF-8 text with a BOM
             if rest:
                 buf = rest + buf
             cut = buf.rfind(b"\n") + 1
@@ -191,8 +207,21 @@ def _one_line(p: Path, lineno: int, raw: bytes, n: int, convert: Callable[[Any, 
 
 
 def _is_torn(raw: bytes) -> bool:
+    """Whether a last line without a newline is what a crash mid-write leaves: the
+    start of one op's JSON -- text (UTF-8, though maybe cut inside a character) that
+    opens an object and is not complete JSON. Binary data (a gzip file, say) and a
+    file whose lines end in bare CRs are not. A crash may also leave the file's end
+    zero-filled (the size was written, the data not): trailing NULs are torn too."""
+    text = raw.rstrip(b"\x00").lstrip(b" \t")
+    if not text.strip():
+        return True  # only NULs (or blanks)
+    if not text.startswith(b"{") or b"\x00" in text or b"\r" in text.rstrip(b"\r"):
+        return False
     try:
+        codecs.getincrementaldecoder("utf-8")().decode(text, final=False)
         orjson.loads(raw)
+    except UnicodeDecodeError:
+        return False
     except orjson.JSONDecodeError:
         return True
     return False

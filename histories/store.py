@@ -98,7 +98,8 @@ def list_runs(store: str | os.PathLike[str]) -> list[RunDir]:
 
 
 def load_json(path: str | os.PathLike[str]) -> Any:
-    return orjson.loads(Path(path).read_bytes())
+    raw = Path(path).read_bytes()
+    return orjson.loads(raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw)  # a BOM: skipped
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
