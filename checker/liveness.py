@@ -395,7 +395,9 @@ def stuck_partitions(
                 "read_s": None if rt == UNSET else round((rt - t0) / NS, 3),
                 "stuck_s": secs,
                 "explanation": (
-                    f"key {k} was stuck: value {a.value[i]!r} at offset {a.offset[i]} was "
+                    f"key {k} was stuck: value {a.value[i]!r} "
+                    + ("(offset unknown)" if a.offset[i] is None else f"at offset {a.offset[i]}")
+                    + " was "
                     f"acknowledged at t={(a.ack[i] - t0) / NS:.1f} s and {how}; threshold "
                     f"{opts.stuck_s:g} s"
                 ),

@@ -18,6 +18,7 @@ from .logs import Logs
 from .prepare import Prepared
 
 MAX_POINTS = 2000
+MAX_CONSUMERS = 100  # realtime_lag.per_consumer lists at most this many
 _second = itemgetter(1)
 
 
@@ -180,6 +181,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
                 arr[d] = arr[d + 1]
         exists[k] = arr
     per_key: dict[str, float] = {}
+    per_proc: dict[Any, float] = {}
     worst: dict[str, Any] = {"key": None, "lag_ms": 0.0, "time_s": 0.0, "process": None}
     pts: list[tuple[float, float]] = []
     positions: dict[Any, dict[str, int]] = {}  # process -> key -> furthest dense position read
@@ -213,6 +215,8 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
                 per_key[k] = round(lag, 3)
             if lag > top:
                 top = lag
+            if lag > per_proc.get(r.process, -1.0):
+                per_proc[r.process] = round(lag, 3)
             if lag > worst["lag_ms"]:
                 worst = {
                     "key": k,
@@ -221,4 +225,11 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
                     "process": r.process,
                 }
         pts.append(((t - t0) / 1e9, round(top, 3)))
-    return {"worst": worst, "per_key": per_key, "over_time": downsample(pts)}
+    # the stalest consumers first (a run renumbering crashed clients may have thousands)
+    stalest = sorted(per_proc.items(), key=lambda pl: -pl[1])[:MAX_CONSUMERS]
+    return {
+        "worst": worst,
+        "per_key": per_key,
+        "per_consumer": {str(proc): lag for proc, lag in stalest},
+        "over_time": downsample(pts),
+    }

@@ -73,7 +73,7 @@ def test_a_correct_history_is_valid_with_metrics() -> None:
     assert m["latency_ms"]["send"]["ok"]["count"] == 1
     assert m["latency_ms"]["poll"]["ok"]["max"] == 1.0  # invoked at 3 ms, done at 4 ms
     assert m["unseen"]["final"] == 0
-    assert set(m["realtime_lag"]) == {"worst", "per_key", "over_time"}
+    assert set(m["realtime_lag"]) == {"worst", "per_key", "per_consumer", "over_time"}
     assert res["stats"]["keys"] == 1 and res["stats"]["reads"] == 2
 
 

@@ -187,6 +187,8 @@ def test_realtime_lag_of_a_starving_consumer_whose_polls_are_all_empty(tmp_path:
     rl = lag(run(tmp_path, h))
     assert rl["worst"] == {"key": "x", "lag_ms": 19000.0, "time_s": 20.0, "process": 1}
     assert rl["over_time"] == [[10.0, 9000.0], [20.0, 19000.0], [30.0, 0.0]]
+    assert rl["per_consumer"] == {"1": 19000.0, "2": 0.0}  # the stalest first
+    assert list(rl["per_consumer"]) == ["1", "2"]
 
 
 def test_realtime_lag_subscribe_forgets_positions(tmp_path: Path) -> None:

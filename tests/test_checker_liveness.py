@@ -246,6 +246,20 @@ def test_stuck_key_reported_with_value_and_offset() -> None:
     assert [k["key"] for k in m["stuck_partitions"]["keys"]] == ["c", "b"]  # worst first
     # c is also `unseen` (safety), whatever the liveness options
     assert "unseen" in res["bad_error_types"]
+    assert "at offset 7 was acknowledged" in stuck["b"]["explanation"]
+
+
+def test_stuck_value_of_unknown_offset_says_so() -> None:
+    h = Hist()
+    h.send(0, 0.0, 1.0, "a", 10, 0)
+    h.send(0, 1.0, 2.0, "c", 30, None)  # a null offset (Queen), never read
+    h.poll(1, 59.0, 60.0, {"a": [[0, 10]]})
+    viol = live(h.check())["violations"]
+    (stuck,) = [v for v in viol if v["type"] == "stuck-partition" and v["key"] == "c"]
+    assert (
+        stuck["offset"] is None
+        and "value 30 (offset unknown) was acknowledged" in stuck["explanation"]
+    ), stuck["explanation"]
 
 
 # -------------------------------------------------------------------- memory growth
