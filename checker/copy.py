@@ -167,6 +167,7 @@ def check_copy(ops: Iterable[Op], meta: dict[str, Any], max_examples: int = 8) -
                 "offsets": sorted(offs),
                 "output_values": [offs[o] for o in sorted(offs)] + extra,
                 "writers": [i for i, _t in writers],
+                "ops": [i for i, _t in writers],  # as every anomaly type names its ops
                 "explanation": f"input value {v} of key {in_key} was copied {copies} times "
                 f"into output key {ok_}: {', '.join(at)}{held}; written by "
                 f"{_writers_text(writers) or 'ops not in the history'}",
@@ -186,6 +187,7 @@ def check_copy(ops: Iterable[Op], meta: dict[str, Any], max_examples: int = 8) -
                 "offset": offs_in[0] if offs_in else None,
                 "output_key": route[k],
                 "evidence_op": idx,
+                "ops": [idx],
                 "explanation": f"input value {v} of key {k}{where} was committed (op {idx}) but "
                 f"output key {route[k]} never holds a copy of it",
             }

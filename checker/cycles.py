@@ -18,6 +18,7 @@ seen) states, within the component's time budget.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left, bisect_right
 from collections import deque
 from typing import Any
 
@@ -82,12 +83,12 @@ def component_graph(
     if ww:
         for u in members:
             r = p.ops[u]
-            for k, val, _o, _i in r.writes:
+            for k, val, o, _i in r.writes:
                 kl = logs.keys.get(k)
-                d = None if kl is None else kl.last.get(val)
+                d = None if kl is None else kl.pos(o, val)
                 if d is None:
                     continue
-                nxt = next_committed_writer(p, logs, k, d, u)
+                nxt = next_committed_writer(writers, logs, k, d, u)
                 if nxt is not None and nxt[0] in mset:
                     add(u, nxt[0], WW)
     for u, v in realtime_edges(p.ops, members):
@@ -95,27 +96,34 @@ def component_graph(
     return g
 
 
+_SINGLE = {t: [b for b in (WR, WW, RT) if t & b] for t in range(8)}
+
+
 def shortest_cycle(
     g: nx.DiGraph, allowed: int, required: int, deadline: float
 ) -> list[tuple[int, int, int]] | None:
-    """Shortest cycle using only `allowed` edge types and at least one of each `required` type."""
+    """A shortest simple cycle over `allowed` edge types that uses each `required` type.
+
+    Each step counts as ONE of its edge's types (an edge u->v that is both wr and
+    realtime is a wr step or a realtime step, not both), returned as (u, v, type).
+    The search runs over (node, required types used so far) states, so the walk it
+    finds may pass a node twice; such a walk is cut into its simple cycles and the
+    shortest one that still uses every required type is kept.
+    """
     req_bits = [b for b in (WW, WR, RT) if required & b]
     # Start from edges of the rarest required type.
-    starts_by_bit = {
-        b: [(u, v, d["t"]) for u, v, d in g.edges(data=True) if d["t"] & b] for b in req_bits
-    }
+    starts_by_bit = {b: [(u, v) for u, v, d in g.edges(data=True) if d["t"] & b] for b in req_bits}
     bit = min(req_bits, key=lambda b: len(starts_by_bit[b]))
     best: list[tuple[int, int, int]] | None = None
     succ = g._succ  # read-only fast access to adjacency
-    for tries, (u0, v0, t0) in enumerate(starts_by_bit[bit]):
+    for tries, (u0, v0) in enumerate(starts_by_bit[bit]):
         if tries >= MAX_STARTS and best is not None:
             break
         if time.monotonic() > deadline:
             if best is None:
                 raise Timeout
             break
-        m0 = t0 & required & allowed
-        start = (v0, m0)
+        start = (v0, bit & required)
         parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
         q = deque([start])
         found = None
@@ -129,31 +137,61 @@ def shortest_cycle(
             if steps & 1023 == 0 and time.monotonic() > deadline:
                 raise Timeout
             for nb, d in succ[node].items():
-                t = d["t"] & allowed
-                if not t:
-                    continue
-                st = (nb, mask | (t & required))
-                if st not in parent:
-                    parent[st] = ((node, mask), t)
-                    q.append(st)
+                for b in _SINGLE[d["t"] & allowed]:
+                    st = (nb, mask | (b & required))
+                    if st not in parent:
+                        parent[st] = ((node, mask), b)
+                        q.append(st)
         if found is None:
             continue
         path: list[tuple[int, int, int]] = []
         cur = found
         while parent[cur] is not None:
-            prev, t = parent[cur]  # type: ignore[misc]
-            path.append((prev[0], cur[0], t))
+            prev, b = parent[cur]  # type: ignore[misc]
+            path.append((prev[0], cur[0], b))
             cur = prev
         path.reverse()
-        cyc = [(u0, v0, t0 & allowed), *path]
-        if best is None or len(cyc) < len(best):
+        cyc = _simple_part([(u0, v0, bit), *path], required)
+        if cyc is not None and (best is None or len(cyc) < len(best)):
             best = cyc
             if len(best) <= 2:
                 break
     return best
 
 
-def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, str]:
+def _simple_part(
+    walk: list[tuple[int, int, int]], required: int
+) -> list[tuple[int, int, int]] | None:
+    """The shortest simple cycle of a closed walk that uses every required type."""
+    cycles: list[list[tuple[int, int, int]]] = []
+    stack: list[tuple[int, int, int]] = []
+    at: dict[int, int] = {walk[0][0]: 0}  # node -> index in stack where it was entered
+    for step in walk:
+        stack.append(step)
+        v = step[1]
+        if v in at:  # a loop closes at v
+            i = at[v]
+            loop = stack[i:]
+            del stack[i:]
+            for u, _v, _b in loop[1:]:
+                at.pop(u, None)
+            cycles.append(loop)
+        else:
+            at[v] = len(stack)
+    ok = [c for c in cycles if _types(c) & required == required]
+    return min(ok, key=len) if ok else None
+
+
+def _types(cyc: list[tuple[int, int, int]]) -> int:
+    m = 0
+    for _u, _v, b in cyc:
+        m |= b
+    return m
+
+
+def _edge_step(
+    p: Prepared, logs: Logs, writers: Writers, u: int, v: int, t: int
+) -> tuple[str, str]:
     """(edge type name, sentence) explaining why u precedes v."""
     a, b = p.ops[u], p.ops[v]
     if t & WR:
@@ -167,12 +205,12 @@ def _edge_step(p: Prepared, logs: Logs, u: int, v: int, t: int) -> tuple[str, st
                     f"{op_name(b)} read it{at} (micro-op {i})"
                 )
     if t & WW:
-        for k, val_, _o, i in a.writes:
+        for k, val_, o, i in a.writes:
             kl = logs.keys.get(k)
-            d = None if kl is None else kl.last.get(val_)
+            d = None if kl is None else kl.pos(o, val_)
             if d is None:
                 continue
-            nxt = next_committed_writer(p, logs, k, d, u)
+            nxt = next_committed_writer(writers, logs, k, d, u)
             if nxt is not None and nxt[0] == v and kl is not None:
                 j = next((jj for kk, vv, _oo, jj in b.writes if kk == k and vv == nxt[1]), "?")
                 return "ww", (
@@ -205,12 +243,14 @@ def step_types(name: str, masks: list[int]) -> list[int]:
     return pick
 
 
-def explain_cycle(p: Prepared, logs: Logs, name: str, cyc: list[tuple[int, int, int]]) -> Example:
+def explain_cycle(
+    p: Prepared, logs: Logs, writers: Writers, name: str, cyc: list[tuple[int, int, int]]
+) -> Example:
     steps = []
     kinds = []
     types = step_types(name, [t for _u, _v, t in cyc])
     for (u, v, _t), t in zip(cyc, types, strict=True):
-        kind, text = _edge_step(p, logs, u, v, t)
+        kind, text = _edge_step(p, logs, writers, u, v, t)
         kinds.append(kind)
         steps.append(text)
     ops = [p.ops[u].index for u, _v, _t in cyc]
@@ -241,17 +281,64 @@ def explain_cycle(p: Prepared, logs: Logs, name: str, cyc: list[tuple[int, int, 
     }
 
 
+class Between:
+    """Committed ops lying wholly between a component's first invocation and last
+    completion: the ops its cycles may pass through without touching a back edge.
+
+    Components are found on the reduced graph (graph.py), whose members are the ops
+    touching an edge that goes back in time. A cycle may also pass through ops whose
+    every edge goes forward (A wrote what B read, B wrote what C read, C wrote what A
+    read, B in between): B sits after some member completed and before another was
+    invoked. Searching without B would name that cycle by the realtime edge standing
+    in for A->B->C (G1c-realtime) and miss the plain G1c or G0.
+    """
+
+    MAX_EXTRA = 2000  # beyond this many, search the members alone (names may coarsen)
+
+    def __init__(self, p: Prepared, logs: Logs) -> None:
+        self.ops = p.ops
+        self.committed = logs.committed
+        self.inv: list[int] = []
+        self.ids: list[int] = []
+        self.comp: list[int] = []
+        self.ready = False  # built on first use: most histories have no component
+
+    def _build(self) -> None:
+        cand = [
+            r for r in self.ops if r.comp_pos is not None and self.committed[r.id] and r.is_data
+        ]
+        cand.sort(key=lambda r: r.inv_pos)
+        self.inv = [r.inv_pos for r in cand]
+        self.ids = [r.id for r in cand]
+        self.comp = [r.comp_pos for r in cand]  # type: ignore[misc]  # completed ops only
+        self.ready = True
+
+    def widen(self, members: list[int]) -> list[int]:
+        if not self.ready:
+            self._build()
+        lo = min(self.ops[m].inv_pos for m in members)
+        hi = max(self.ops[m].comp_pos or self.ops[m].inv_pos for m in members)
+        i = bisect_right(self.inv, lo)
+        j = bisect_left(self.inv, hi)
+        if j - i > self.MAX_EXTRA + len(members):
+            return members
+        mset = set(members)
+        extra = [self.ids[x] for x in range(i, j) if self.comp[x] < hi and self.ids[x] not in mset]
+        return members + extra if len(extra) <= self.MAX_EXTRA else members
+
+
 def _search_component(
     p: Prepared,
     logs: Logs,
     writers: Writers,
+    between: Between,
     members: list[int],
     ww: bool,
     searches: list[tuple[str, int, int]],
     budget: float,
 ) -> tuple[dict[str, Example], bool]:
     deadline = time.monotonic() + budget
-    whole = component_graph(p, logs, writers, members, ww=ww)
+    whole = component_graph(p, logs, writers, between.widen(members), ww=ww)
     found: dict[str, Example] = {}
     for comp in nx.strongly_connected_components(whole):
         if len(comp) < 2:
@@ -272,7 +359,7 @@ def _search_component(
             except Timeout:
                 return found, True
             if cyc is not None:
-                found[name] = explain_cycle(p, logs, name, cyc)
+                found[name] = explain_cycle(p, logs, writers, name, cyc)
     return found, False
 
 
@@ -282,6 +369,7 @@ def find_cycles(
     """Return (anomalies by type, cycle-search-timeout examples, search stats)."""
     cpos = ok_completion_positions(p)
     writers = Writers(p, logs, cpos)
+    between = Between(p, logs)
     out: dict[str, list[Example]] = {}
     timeouts: list[Example] = []
     stats: dict[str, Any] = {"components": 0, "largest_component": 0, "truncated": False}
@@ -304,7 +392,9 @@ def find_cycles(
     for members in bad_components:
         stats["components"] += 1
         stats["largest_component"] = max(stats["largest_component"], len(members))
-        found, to = _search_component(p, logs, writers, members, False, BAD_SEARCH, timeout_s)
+        found, to = _search_component(
+            p, logs, writers, between, members, False, BAD_SEARCH, timeout_s
+        )
         record(found)
         if to and not found:
             timeouts.append(
@@ -349,7 +439,7 @@ def find_cycles(
                 stats["truncated"] = True
                 break
             found, to = _search_component(
-                p, logs, writers, chunk, True, INFO_SEARCH, min(left, timeout_s)
+                p, logs, writers, between, chunk, True, INFO_SEARCH, min(left, timeout_s)
             )
             stats["truncated"] |= to
             record(found)

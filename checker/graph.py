@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from itertools import compress
 from typing import Any
 
-from .logs import Logs
+from .logs import KeyLog, Logs
 from .prepare import OpRec, Prepared
 
 WW, WR, RT = 1, 2, 4
@@ -38,7 +38,8 @@ def ok_completion_positions(p: Prepared) -> list[int]:
 
 class Writers:
     """Per key and dense position: the committed op that wrote the value there (-1: none),
-    and that op's completion position as a realtime predecessor (-1: none)."""
+    and that op's completion position as a realtime predecessor (-1: none); and the
+    versions (the same without the copies of duplicated values)."""
 
     def __init__(self, p: Prepared, logs: Logs, cpos: list[int]) -> None:
         committed = logs.committed
@@ -51,27 +52,53 @@ class Writers:
             ids = [w if w >= 0 and committed[w] else -1 for w in ids]
             self.wid[k] = ids
             self.wc[k] = [cpos[w] if w >= 0 else -1 for w in ids]
+        # Versions, for ww edges: a value at several offsets (a `duplicate`) was
+        # written once, so only its home position (home_pos) is a version of its
+        # writer; the copies order nothing (a read of a copy is still a wr edge).
+        self.versions = dict(self.wid)  # a key's list is copied before it is changed
+        for (k, v), offs in logs.dups.items():
+            w = p.writer_of.get(k, {}).get(v)
+            if k not in self.wid or w is None:
+                continue
+            kl = logs.keys[k]
+            home = home_pos(p.ops[w], kl, k, v)
+            for o in offs:
+                d = kl.dense.get(o)
+                if d is not None and d != home and kl.values[d] == v:
+                    if self.versions[k] is self.wid[k]:
+                        self.versions[k] = list(self.wid[k])
+                    self.versions[k][d] = -1
+
+
+def home_pos(writer: OpRec, kl: KeyLog, k: str, v: Any) -> int | None:
+    """Where `writer`'s send of value v to key k sits in the log: at the offset it was
+    acknowledged at, else (unknown offset) where the value first appears."""
+    for kk, vv, o, _i in writer.writes:
+        if kk == k and vv == v:
+            return kl.pos(o, v)
+    return kl.first.get(v)
 
 
 def next_committed_writer(
-    p: Prepared, logs: Logs, k: str, d: int, self_id: int
+    wr: Writers, logs: Logs, k: str, d: int, self_id: int
 ) -> tuple[int, Any, int] | None:
-    """The first later position of key k holding a value of a committed op other than self."""
-    kl = logs.keys[k]
-    writers = p.writer_of.get(k, {})
-    for d2 in range(d + 1, len(kl.values)):
-        v2 = kl.values[d2]
-        w = writers.get(v2)
-        if w is not None and logs.committed[w]:
+    """The first later version of key k (a value of a committed op, at its home
+    position) written by an op other than self: (op id, value, position)."""
+    ids = wr.versions.get(k)
+    if ids is None:
+        return None
+    for d2 in range(d + 1, len(ids)):
+        w = ids[d2]
+        if w >= 0:
             if w == self_id:
                 return None
-            return w, v2, d2
+            return w, logs.keys[k].values[d2], d2
     return None
 
 
 def ww_edges(wr: Writers) -> Iterable[tuple[int, int]]:
     """Writers of consecutive committed versions of each key (dense order)."""
-    for ids in wr.wid.values():
+    for ids in wr.versions.values():
         last = -1
         for w in ids:
             if w < 0 or w == last:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..histories.model import Op
-from .logs import Logs
+from .logs import Logs, iter_reads
 from .options import CheckOptions
 from .prepare import OpRec, Prepared
 
@@ -351,6 +351,37 @@ def _runs(windows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
         yield run
 
 
+def _name_stuck_ops(p: Prepared, logs: Logs, violations: list[dict[str, Any]]) -> None:
+    """Give each stuck-partition violation its `ops`: the writer of the stuck value and,
+    if it was read at last, the first ok op that read it (found by its completion
+    time, so one pass over the ops serves them all)."""
+    if not violations:
+        return
+    by_time: dict[int, list[dict[str, Any]]] = {}
+    for v in violations:
+        w = p.writer_of.get(v["key"], {}).get(v["value"])
+        v["ops"] = [] if w is None else [p.ops[w].index]
+        read_ns = v.pop("_read_ns", None)
+        if read_ns is not None:
+            by_time.setdefault(read_ns, []).append(v)
+    for r in p.ops if by_time else ():
+        if r.type != "ok" or not r.reads or r.comp_time is None:
+            continue
+        near = by_time.get(r.comp_time)
+        if not near:
+            continue
+        for k, val, _o, _i in iter_reads(logs, r):
+            for v in near:
+                if k == v["key"] and val == v["value"] and len(v["ops"]) < 2:
+                    v["ops"].append(r.index)
+    for v in violations:
+        if v["ops"]:
+            who = f"written by op {v['ops'][0]}"
+            if len(v["ops"]) > 1:
+                who += f", first read by op {v['ops'][1]}"
+            v["explanation"] += f" ({who})"
+
+
 def stuck_partitions(
     a: Acked, t0: int, end: int, opts: CheckOptions
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -393,6 +424,7 @@ def stuck_partitions(
                 "offset": a.offset[i],
                 "acked_s": round((a.ack[i] - t0) / NS, 3),
                 "read_s": None if rt == UNSET else round((rt - t0) / NS, 3),
+                "_read_ns": None if rt == UNSET else rt,  # for _name_stuck_ops
                 "stuck_s": secs,
                 "explanation": (
                     f"key {k} was stuck: value {a.value[i]!r} "
@@ -406,7 +438,10 @@ def stuck_partitions(
     metric = {
         "max_unread_s": round(max(gap_of.values(), default=0) / NS, 3),
         "stuck_keys": len(violations),
-        "keys": [{k: v for k, v in x.items() if k != "type"} for x in violations[:MAX_LISTED]],
+        "keys": [
+            {k: v for k, v in x.items() if k not in ("type", "_read_ns")}
+            for x in violations[:MAX_LISTED]
+        ],
     }
     return metric, violations
 
@@ -683,6 +718,7 @@ def liveness(p: Prepared, logs: Logs, nemesis: Sequence[Op], opts: CheckOptions)
     allowance = lag_allowance(opts, e2e)
     starv, v_starv = starvation(a, t0, opts, allowance)
     stuck, v_stuck = stuck_partitions(a, t0, end, opts)
+    _name_stuck_ops(p, logs, v_stuck)
     heals = [op for op in nemesis if op.type == "info" and is_heal(op.f)]
     rec, v_rec = recovery(p, a, heals, opts)
     stats = [op for op in nemesis if op.f == NODE_STATS]

@@ -220,8 +220,8 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                     if s is None:
                         continue
                     _f, _l, top = run_first_last_max(runs)
-                    if top is not None:
-                        state[k] = (s[0], max(s[1], top), s[2], r.id)
+                    if top is not None and top > s[1]:  # the op that read furthest
+                        state[k] = (s[0], top, s[2], r.id)
                 continue
             for k, runs in pos.items():
                 s = state.get(k)
@@ -296,6 +296,7 @@ def _poll_example(
     }
     note = ""
     if failed_id is not None:
+        ex["ops"] = [prev.index, r.index, p.ops[failed_id].index]  # the pair, then it
         note = (
             f" (In between, {op_name(p.ops[failed_id])} read up to offset "
             f"{kl.offsets[hi]} and did not succeed.)"
@@ -361,7 +362,8 @@ def sends(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                             f"must land in the order it sent them."
                         )
                     out.append(ex)
+                # the next op is compared with this one's last send, wherever it
+                # landed (Jepsen's rule): a pair is always two consecutive sends
                 dl, vl, _il = known[-1]
-                if s is None or dl > s[0]:
-                    state[k] = (dl, r.id, vl)
+                state[k] = (dl, r.id, vl)
     return out

@@ -77,6 +77,8 @@ class Prepared:
     last_time: int | None = None
     # key -> values read by ok ops
     ok_reads: dict[str, set[Any]] = field(default_factory=dict)
+    # key -> the furthest offset an ok op read
+    ok_top: dict[str, int] = field(default_factory=dict)
     # key -> value -> id of the op that sent it (the first one if several claim it,
     # but never a failed op when another sent it too: a failed op wrote nothing)
     writer_of: dict[str, dict[Any, int]] = field(default_factory=dict)
@@ -197,6 +199,8 @@ class _Folder:
                 for o, v in zip(offs, vals, strict=True):
                     if o is not None:
                         p.add_record(k, o, v)
+                        if ok and o > p.ok_top.get(k, -1):
+                            p.ok_top[k] = o
                 inc = False
                 compact: Any = offs
             else:
@@ -205,6 +209,10 @@ class _Folder:
                     keep = vals
                 first, last = known[0], known[-1]
                 inc = n == 1 or all(map(lt, known, islice(known, 1, None)))
+                if ok:
+                    top = last if inc else max(known)
+                    if top > p.ok_top.get(k, -1):
+                        p.ok_top[k] = top
                 if inc and last - first == n - 1:
                     compact = range(first, last + 1)
                 else:

@@ -121,6 +121,10 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                 d = kl.first.get(v)
                 if d is not None and d > bound:
                     bound, vmax = d, v
+            # where ok ops actually read: a duplicate read at a later offset counts
+            top = kl.dense.get(p.ok_top.get(k, -1))
+            if top is not None and top > bound:
+                bound, vmax = top, kl.values[top]
             if bound >= 0:
                 cand = set(kl.values[: bound + 1])
                 for (ck, co), vs in logs.conflicts.items():
@@ -154,7 +158,9 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                             f"offset {o}{'' if wr.type == 'ok' else COMMITTED_NOTE}"
                             f". No ok op ever read it, although "
                             + (f"{op_name(mr)}" if mr else "an ok op")
-                            + f" read value {val(vmax)} at the later offset {kl.offsets[bound]}: "
+                            + f" read value {val(vmax)} at "
+                            + ("that same offset" if d == bound else "the later offset")
+                            + f" {kl.offsets[bound]}: "
                             f"consumers read past it, so the acknowledged write was lost."
                         )
                         if mr is not None:

@@ -31,7 +31,7 @@ class Hist:
         self.ops.append({"index": len(self.ops), "time": round(at * S), **op})
 
     def send(
-        self, p: int, t_inv: float, t_ok: float, k: Any, v: int, o: int, typ: str = "ok"
+        self, p: int, t_inv: float, t_ok: float, k: Any, v: int, o: int | None, typ: str = "ok"
     ) -> None:
         self.add(t_inv, process=p, type="invoke", f="send", value=[["send", k, v]])
         self.add(t_ok, process=p, type=typ, f="send", value=[["send", k, [o, v]]])

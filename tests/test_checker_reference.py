@@ -281,13 +281,15 @@ class Reference:
                     continue
                 at = self.where(k, v)
                 if at:
-                    # AMBIGUOUS with duplicates and inconsistent offsets (the checker's
-                    # choice): a value read by an ok op sits at the FIRST offset holding
-                    # it (not necessarily where that op read it); the unread value at its
-                    # LAST offset; and another value at that very offset counts as later.
+                    # With duplicates and inconsistent offsets: an ok read sits where
+                    # the op read it (its offset; a null offset: the first offset holding
+                    # the value); the unread value at its LAST offset (AMBIGUOUS, the
+                    # checker's choice); another value at that very offset counts as later.
                     if any(
-                        kk == k and self.where(k, vv) and self.where(k, vv)[0] >= at[-1]
-                        for kk, vv in self.ok_reads
+                        kk == k and (d := self.pos(k, vv, oo)) is not None and d >= at[-1]
+                        for r in self.data
+                        if r.type == "ok"
+                        for kk, vv, oo in r.reads
                     ):
                         out.add((k, v))
                 elif w.type == "ok" and w.comp_line is not None:
@@ -427,10 +429,9 @@ class Reference:
         (key, op). Only sends that landed: ok ops and committed info ops."""
         out = set()
         for rs in self.by_process().values():
-            # AMBIGUOUS: "its previous send" read as the furthest any earlier send of
-            # this producer to the key landed (the checker's choice): after A@5, B@2
-            # (nonmonotonic), C@3 is flagged too, being before A although after B.
-            last: dict[str, int] = {}  # key -> the furthest its earlier sends landed
+            # "its previous send": the last send of the producer's previous op to the
+            # key, as Jepsen compares: after A@5, B@2 (nonmonotonic), C@3 is fine.
+            last: dict[str, int] = {}  # key -> where the previous op's last send landed
             for r in rs:
                 if r.f == "crash":
                     last = {}
@@ -443,7 +444,7 @@ class Reference:
                         continue
                     if k in last and ps[0] <= last[k]:
                         out.add((k, r.index))
-                    last[k] = max(last.get(k, -1), ps[-1])
+                    last[k] = ps[-1]  # the previous op's last send, as Jepsen compares
         return out
 
     # ------------------------------------------------------------ all
