@@ -1240,9 +1240,9 @@ def reference_bad_cycle(ops: list[dict[str, Any]]) -> bool:
             pending[o["process"]] = (pos, o)
             continue
         ip, io = pending.pop(o["process"], (pos, o))
-        if io["f"] != o["f"]:
+        if io["f"] != o["f"]:  # not this completion's invoke: that one never completed
             recs.append({"inv": ip, "comp": None, "type": "info", "op": io})
-            ip = pos
+            ip, io = pos, o
         recs.append({"inv": ip, "comp": pos, "type": o["type"], "op": o, "invop": io})
     for ip, io in pending.values():
         recs.append({"inv": ip, "comp": None, "type": "info", "op": io})
