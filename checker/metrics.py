@@ -186,13 +186,16 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     pts: list[tuple[float, float]] = []
     positions: dict[Any, dict[str, int]] = {}  # process -> key -> furthest dense position read
     for r in p.ops:
+        if r.f == "crash":  # a crash op is info by construction: the client is gone
+            positions[r.process] = {}
+            continue
         if r.type != "ok":
             continue
         if r.f == "assign":
             old = positions.get(r.process, {})
             positions[r.process] = {k: -1 if r.seek else old.get(k, -1) for k in (r.keys or ())}
             continue
-        if r.f == "subscribe" or r.f == "crash":
+        if r.f == "subscribe":
             positions[r.process] = {}
             continue
         if not r.reads and r.f != "poll":

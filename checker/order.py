@@ -358,8 +358,12 @@ def sends(p: Prepared, logs: Logs, limit: int) -> list[Example]:
                             f"Process {r.process}'s {op_name(prev)} sent value {val(s[2])} to key "
                             f"{k}, which landed at offset {kl.offsets[s[0]]}; its next send to "
                             f"that key, value {val(v1)} in {op_name(r)} (micro-op {i1}), landed "
-                            f"at offset {kl.offsets[d1]}, before it. One producer's records "
-                            f"must land in the order it sent them."
+                            + (
+                                f"at that same offset {kl.offsets[d1]}"
+                                if d1 == s[0]
+                                else f"at offset {kl.offsets[d1]}, before it"
+                            )
+                            + ". One producer's records must land in the order it sent them."
                         )
                     out.append(ex)
                 # the next op is compared with this one's last send, wherever it

@@ -39,6 +39,7 @@ from ..histories.model import DATA_FS, NEMESIS, Effect, Flat, Op, ReadRun, flatt
 Chunk = tuple[str, Any, int, "list[Any] | None", Any]
 
 _MISSING = object()
+_RANK = {"fail": 0, "info": 1, "ok": 2}  # who wrote a value sent by several ops
 
 
 @dataclass(slots=True)
@@ -339,8 +340,10 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
                     writer_of[k] = {v: rid}
                 elif v not in wk:
                     wk[v] = rid
-                elif typ != "fail" and wk[v] != rid and out[wk[v]].type == "fail":
-                    wk[v] = rid  # a failed op wrote nothing: a retry's value is the retry's
+                elif wk[v] != rid and _RANK[typ] > _RANK[out[wk[v]].type]:
+                    # a failed op wrote nothing and an info one maybe not: a value sent
+                    # again by a surer op (a retry) is that op's -- ok before info before fail
+                    wk[v] = rid
                 if typ == "ok" and o is not None:
                     add_record(k, o, v)
             if op.reads:
