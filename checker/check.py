@@ -124,6 +124,7 @@ def analyse(
     live = liveness.liveness(p, logs, nemesis, opts)
     if opts.liveness_bad:  # soak jobs: each violation type becomes a (bad) anomaly type
         found.update(liveness.violations_by_type(live))
+    liveness.cap_violations(live)
 
     res = combine(
         found,

@@ -56,6 +56,7 @@ CHUNK = 4000  # informational search examines huge components in windows of this
 INFO_BUDGET_S = 1.0  # total for the informational search: it never changes the verdict
 INFO_MAX_EDGES = 500_000  # ww + wr edges beyond which the ww search is skipped
 MAX_STARTS = 256  # start edges tried per type before settling for the best cycle found
+MAX_STEPS = 30  # steps explained per cycle example
 
 
 class Timeout(Exception):
@@ -135,6 +136,8 @@ def shortest_cycle(
                 break
             steps += 1
             if steps & 1023 == 0 and time.monotonic() > deadline:
+                if best is not None:
+                    return best  # out of time: the best cycle found so far
                 raise Timeout
             for nb, d in succ[node].items():
                 for b in _SINGLE[d["t"] & allowed]:
@@ -256,6 +259,10 @@ def explain_cycle(
     ops = [p.ops[u].index for u, _v, _t in cyc]
     first = p.ops[cyc[0][0]]
     numbered = [f"{n + 1}. [{kinds[n]}] {s}." for n, s in enumerate(steps)]
+    if len(steps) > MAX_STEPS:  # a long cycle: `cycle` and `edges` still list every op
+        more = len(steps) - MAX_STEPS
+        steps = steps[:MAX_STEPS]
+        numbered = [*numbered[:MAX_STEPS], f"… {more} more steps (see `cycle` and `edges`)."]
     only_wr = all(k in ("wr", "rt") for k in kinds)
     meaning = {
         "G0": "each op's writes come before the next's, around a loop: writes of these "
@@ -347,19 +354,32 @@ def _search_component(
         for name, allowed, required in searches:
             if name in found:
                 continue
+            if time.monotonic() > deadline:
+                return found, True
             sub = g
             if allowed != (WW | WR | RT):
                 sub = g.edge_subgraph(
                     [(u, v) for u, v, d in g.edges(data=True) if d["t"] & allowed]
                 )
-            if sub.number_of_edges() == 0:
-                continue
-            try:
-                cyc = shortest_cycle(sub, allowed, required, deadline)
-            except Timeout:
-                return found, True
-            if cyc is not None:
-                found[name] = explain_cycle(p, logs, writers, name, cyc)
+            # only where edges of these types alone close a cycle holding every
+            # required type: a long acyclic path would otherwise be searched from
+            # each of its edges (quadratic) for nothing
+            for part in nx.strongly_connected_components(sub):
+                if len(part) < 2:
+                    continue
+                h = sub.subgraph(part)
+                have = 0
+                for _u, _v, d in h.edges(data=True):
+                    have |= d["t"] & allowed
+                if have & required != required:
+                    continue
+                try:
+                    cyc = shortest_cycle(h, allowed, required, deadline)
+                except Timeout:
+                    return found, True
+                if cyc is not None:
+                    found[name] = explain_cycle(p, logs, writers, name, cyc)
+                    break
     return found, False
 
 

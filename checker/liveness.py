@@ -807,6 +807,24 @@ def liveness(p: Prepared, logs: Logs, nemesis: Sequence[Op], opts: CheckOptions)
     }
 
 
+MAX_VIOLATIONS = 20  # per type, in results.metrics.liveness.violations
+
+
+def cap_violations(live: dict[str, Any]) -> None:
+    """Keep at most MAX_VIOLATIONS of each type in `violations` (a soak with thousands
+    of stuck keys would otherwise write them all), counting them in
+    `violation_counts`. Call after violations_by_type has taken what it needs."""
+    counts: dict[str, int] = {}
+    kept = []
+    for v in live.get("violations", ()):
+        n = counts.get(v["type"], 0)
+        counts[v["type"]] = n + 1
+        if n < MAX_VIOLATIONS:
+            kept.append(v)
+    live["violations"] = kept
+    live["violation_counts"] = counts
+
+
 def violations_by_type(live: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Violations grouped by type: the anomalies they become with ``liveness_bad``."""
     out: dict[str, list[dict[str, Any]]] = {}

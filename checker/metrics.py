@@ -8,7 +8,9 @@ was known to exist) stale.
 
 from __future__ import annotations
 
+import heapq
 import math
+from bisect import bisect_left
 from operator import itemgetter
 from typing import Any
 
@@ -23,15 +25,19 @@ _second = itemgetter(1)
 
 
 def downsample(points: list[tuple[float, float]], n: int = MAX_POINTS) -> list[list[float]]:
-    """At most n points, keeping the highest y of each run (peaks matter on these plots)."""
+    """At most n points: the highest y of each run (peaks matter on these plots), then
+    the last point as it is (where a series ends matters too)."""
     if len(points) <= n:
         return [[x, y] for x, y in points]
-    m = len(points)
+    m = len(points) - 1
+    k = n - 1
     out: list[list[float]] = []
-    for j in range(n):  # n runs of m // n or m // n + 1 points, the last one included
-        chunk = points[j * m // n : (j + 1) * m // n]
+    for j in range(k):  # k runs of m // k or m // k + 1 points
+        chunk = points[j * m // k : (j + 1) * m // k]
         x, y = max(chunk, key=lambda pt: pt[1])
         out.append([x, y])
+    x, y = points[-1]
+    out.append([x, y])
     return out
 
 
@@ -76,7 +82,24 @@ def counts_latency(p: Prepared) -> tuple[dict[str, Any], dict[str, int], dict[st
         if r.comp_time is not None and r.inv_pos != r.comp_pos:
             lat.setdefault(r.f, {}).setdefault(r.type, []).append((r.comp_time - r.inv_time) / 1e6)
     latency = {f: {t: _quantiles(xs) for t, xs in by.items()} for f, by in lat.items()}
-    return counts, causes, latency
+    return counts, top_causes(causes), latency
+
+
+MAX_CAUSES = 50  # info causes listed; the rest are summed under OTHER_CAUSES
+OTHER_CAUSES = "(other causes)"
+
+
+def top_causes(causes: dict[str, int]) -> dict[str, int]:
+    """The most frequent causes, most frequent first (errors that embed a number, like
+    the Java client's 'Expiring 1 record(s) for t-0:120034 ms has passed', may each be
+    their own cause: thousands of them)."""
+    ranked = sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) <= MAX_CAUSES:
+        return dict(ranked)
+    out = dict(ranked[: MAX_CAUSES - 1])
+    rest = ranked[MAX_CAUSES - 1 :]
+    out[f"{OTHER_CAUSES} ({len(rest):,})"] = sum(n for _c, n in rest)
+    return out
 
 
 def throughput(p: Prepared) -> dict[str, Any]:
@@ -149,6 +172,53 @@ def _read_tops(reads: Any) -> dict[str, int | None]:
     return out
 
 
+class _Consumer:
+    """One consumer's positions for realtime lag, kept so that a poll costs O(log keys),
+    not O(keys): a heap of when each key's next record was known to exist (the oldest
+    is the stalest key), and the poll times with a decreasing stack of their indices,
+    so the latest poll since any given one is a binary search away."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, tuple[int, float, int, int]] = {}  # k -> (d, since, poll no, seq)
+        self.heap: list[tuple[float, int, str]] = []  # (since, seq, key), stale entries too
+        self.times: list[int] = []  # poll times, in order
+        self.desc: list[int] = []  # indices into times, their times strictly decreasing
+        self.seq = 0
+
+    def reset(self) -> None:
+        self.keys = {}
+        self.heap = []
+
+    def set(self, k: str, d: int, since: float) -> None:
+        cur = self.keys.get(k)
+        seq = cur[3] if cur is not None else self.seq  # a key keeps its first place
+        self.seq += 1
+        self.keys[k] = (d, since, len(self.times), seq)
+        heapq.heappush(self.heap, (since, seq, k))
+
+    def poll(self, t: int) -> None:
+        i = len(self.times)
+        self.times.append(t)
+        while self.desc and self.times[self.desc[-1]] <= t:
+            self.desc.pop()
+        self.desc.append(i)
+
+    def latest_since(self, start: int) -> int | None:
+        """The largest poll time from poll number `start` on (None: no poll since)."""
+        j = bisect_left(self.desc, start)
+        return None if j == len(self.desc) else self.times[self.desc[j]]
+
+    def stalest(self) -> tuple[str, float]:
+        """(key, since) of the stalest key: ties go to the key assigned or read first."""
+        h = self.heap
+        while True:
+            since, seq, k = h[0]
+            cur = self.keys.get(k)
+            if cur is not None and cur[1] == since and cur[3] == seq:
+                return k, since
+            heapq.heappop(h)  # superseded
+
+
 def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     t0 = p.first_time or 0
     # key -> [(max known dense position, completion time), ...] from ok ops
@@ -184,50 +254,80 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     per_proc: dict[Any, float] = {}
     worst: dict[str, Any] = {"key": None, "lag_ms": 0.0, "time_s": 0.0, "process": None}
     pts: list[tuple[float, float]] = []
-    positions: dict[Any, dict[str, int]] = {}  # process -> key -> furthest dense position read
+    inf = float("inf")
+
+    def since(k: str, d: int) -> float:
+        """When the record after position d of key k was first known to exist."""
+        known_at = exists.get(k)
+        return inf if known_at is None or d + 1 >= len(known_at) else known_at[d + 1]
+
+    def close(c: _Consumer, k: str) -> None:
+        """Key k leaves the consumer or moves on: its worst lag while it stayed put
+        was at the latest poll since (lag only grows while nothing new is read)."""
+        _d, s0, start, _seq = c.keys[k]
+        t = c.latest_since(start)
+        if t is not None:
+            lag = max(0.0, (t - s0) / 1e6)
+            if lag > per_key.get(k, -1.0):
+                per_key[k] = round(lag, 3)
+
+    consumers: dict[Any, _Consumer] = {}
     for r in p.ops:
+        c = consumers.get(r.process)
+        if c is None:
+            c = consumers[r.process] = _Consumer()
         if r.f == "crash":  # a crash op is info by construction: the client is gone
-            positions[r.process] = {}
+            for k in c.keys:
+                close(c, k)
+            c.reset()
             continue
         if r.type != "ok":
             continue
         if r.f == "assign":
-            old = positions.get(r.process, {})
-            positions[r.process] = {k: -1 if r.seek else old.get(k, -1) for k in (r.keys or ())}
+            old = c.keys
+            keep = {k: old[k][0] for k in (r.keys or ()) if k in old and not r.seek}
+            for k in old:
+                close(c, k)
+            c.reset()
+            for k in r.keys or ():
+                d = keep.get(k, -1)
+                c.set(k, d, since(k, d))
             continue
         if r.f == "subscribe":
-            positions[r.process] = {}
+            for k in c.keys:
+                close(c, k)
+            c.reset()
             continue
         if not r.reads and r.f != "poll":
             continue  # an empty poll is measured too: a starving consumer is the point
-        mine = positions.setdefault(r.process, {})
         for k, d in _read_tops(r.reads).items():
-            if d is not None and d > mine.get(k, -1):
-                mine[k] = d
-            elif k not in mine:
-                mine[k] = -1
+            cur = c.keys.get(k)
+            if cur is None:
+                dd = -1 if d is None else d
+                c.set(k, dd, since(k, dd))
+            elif d is not None and d > cur[0]:
+                close(c, k)
+                c.set(k, d, since(k, d))
         t = r.inv_time
-        top = 0.0
-        for k, d in mine.items():
-            known_at = exists.get(k)
-            if known_at is None or d + 1 >= len(known_at):
-                lag = 0.0
-            else:
-                lag = max(0.0, (t - known_at[d + 1]) / 1e6)
-            if lag > per_key.get(k, -1.0):
-                per_key[k] = round(lag, 3)
-            if lag > top:
-                top = lag
-            if lag > per_proc.get(r.process, -1.0):
-                per_proc[r.process] = round(lag, 3)
-            if lag > worst["lag_ms"]:
-                worst = {
-                    "key": k,
-                    "lag_ms": round(lag, 3),
-                    "time_s": (t - t0) / 1e9,
-                    "process": r.process,
-                }
+        c.poll(t)
+        if not c.keys:
+            pts.append(((t - t0) / 1e9, 0.0))
+            continue
+        k_top, s_top = c.stalest()
+        top = max(0.0, (t - s_top) / 1e6)
+        if top > per_proc.get(r.process, -1.0):
+            per_proc[r.process] = round(top, 3)
+        if top > worst["lag_ms"]:
+            worst = {
+                "key": k_top,
+                "lag_ms": round(top, 3),
+                "time_s": (t - t0) / 1e9,
+                "process": r.process,
+            }
         pts.append(((t - t0) / 1e9, round(top, 3)))
+    for c in consumers.values():
+        for k in c.keys:
+            close(c, k)
     # the stalest consumers first (a run renumbering crashed clients may have thousands)
     stalest = sorted(per_proc.items(), key=lambda pl: -pl[1])[:MAX_CONSUMERS]
     return {

@@ -121,7 +121,7 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
         tag = "BAD " if name in bad else "ok  "
         lines.append(f"  {tag}{name}: {a['count']:,}")
         if a["examples"]:
-            lines.append("        e.g. " + a["examples"][0].get("explanation", ""))
+            lines.append("        e.g. " + clip(a["examples"][0].get("explanation", "")))
     lag = res["metrics"]["realtime_lag"]["worst"]
     if lag.get("key") is not None:
         lines.append(
@@ -131,6 +131,16 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
     lines.extend(liveness_lines(res))
     lines.append(f"  results: {out}")
     return "\n".join(lines)
+
+
+CLIP = 1500  # characters of one example shown in the summary
+
+
+def clip(text: str) -> str:
+    """An explanation cut for the terminal (results.json keeps it whole)."""
+    if len(text) <= CLIP:
+        return text
+    return f"{text[:CLIP]}… ({len(text) - CLIP:,} more characters in results.json)"
 
 
 def liveness_lines(res: dict[str, Any]) -> list[str]:
@@ -143,9 +153,11 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
         by_type.setdefault(v["type"], []).append(v)
     bad = set(res.get("bad_error_types") or [])
     out = []
+    counts = live.get("violation_counts") or {}
     for t, vs in by_type.items():
         tag = "BAD " if t in bad else "warn"
-        out.append(f"  {tag} liveness {t}: {len(vs):,} — {vs[0].get('explanation', '')}")
+        n = counts.get(t, len(vs))
+        out.append(f"  {tag} liveness {t}: {n:,} — {clip(vs[0].get('explanation', ''))}")
     if by_type and not bad.intersection(by_type):
         out.append("        (liveness is reported, not judged; --liveness-bad fails the run on it)")
     e2e = live.get("e2e_latency_ms") or {}
