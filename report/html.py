@@ -487,13 +487,16 @@ def section_liveness(results: dict[str, Any] | None) -> str:
             for v in viol[:MAX_VIOLATIONS]
             if isinstance(v, dict)
         )
+        counts = live.get("violation_counts")
+        total = sum(counts.values()) if isinstance(counts, dict) else len(viol)
+        shown = min(len(viol), MAX_VIOLATIONS)
         more = (
-            f'<p class="missing">Showing {MAX_VIOLATIONS} of {len(viol)} '
-            "(results.json has all).</p>"
-            if len(viol) > MAX_VIOLATIONS
+            f'<p class="missing">Showing {shown} of {total:,} (results.json lists up to '
+            "20 of each type, and counts them all).</p>"
+            if total > shown
             else ""
         )
-        out.append(f"<h3>Violations ({len(viol):,})</h3><ul>{items}</ul>{more}")
+        out.append(f"<h3>Violations ({total:,})</h3><ul>{items}</ul>{more}")
     return "".join(out)
 
 
