@@ -26,6 +26,7 @@ import networkx as nx
 
 from .explain import op_name, secs, val
 from .graph import (
+    CHAIN,
     RT,
     WR,
     WW,
@@ -34,7 +35,6 @@ from .graph import (
     next_committed_writer,
     ok_completion_positions,
     potentials,
-    realtime_edges,
     windows,
     wr_edges,
     ww_edges,
@@ -92,9 +92,36 @@ def component_graph(
                 nxt = next_committed_writer(writers, logs, k, d, u)
                 if nxt is not None and nxt[0] in mset:
                     add(u, nxt[0], WW)
-    for u, v in realtime_edges(p.ops, members):
-        add(u, v, RT)
+    _add_realtime_chain(g, p, members)
     return g
+
+
+def _add_realtime_chain(g: nx.DiGraph, p: Prepared, members: list[int]) -> None:
+    """Realtime order among `members` through a chain of completion nodes: ok op u ->
+    its completion node (an RT edge, the step), completion nodes in completion order
+    (CHAIN), and the last completion before an op's invocation -> that op (CHAIN).
+    u reaches v through the chain exactly when u completed before v was invoked, with
+    O(members) edges: direct edges would be m*m between two concurrent groups of m.
+    Completion nodes are negative ints (-1 - j); shortest_cycle folds each pass
+    through the chain back into one realtime step."""
+    ops = p.ops
+    done: list[tuple[int, int]] = []
+    for m in members:
+        c = ops[m].comp_pos
+        if ops[m].type == "ok" and c is not None:
+            done.append((c, m))
+    if not done:
+        return
+    done.sort()
+    pos = [c for c, _m in done]
+    for j, (_c, m) in enumerate(done):
+        g.add_edge(m, -1 - j, t=RT)
+        if j:
+            g.add_edge(-j, -1 - j, t=CHAIN)
+    for m in members:
+        j = bisect_left(pos, ops[m].inv_pos) - 1  # the last completion strictly before
+        if j >= 0:
+            g.add_edge(-1 - j, m, t=CHAIN)
 
 
 _SINGLE = {t: [b for b in (WR, WW, RT) if t & b] for t in range(8)}
@@ -109,12 +136,18 @@ def shortest_cycle(
     realtime is a wr step or a realtime step, not both), returned as (u, v, type).
     The search runs over (node, required types used so far) states, so the walk it
     finds may pass a node twice; such a walk is cut into its simple cycles and the
-    shortest one that still uses every required type is kept.
+    shortest one that still uses every required type is kept. Realtime steps run
+    through the completion chain (component_graph): entering it costs one step,
+    moving along it and leaving it nothing (a 0-1 BFS), and each pass is folded
+    back into one realtime step u -> v.
     """
     req_bits = [b for b in (WW, WR, RT) if required & b]
-    # Start from edges of the rarest required type.
-    starts_by_bit = {b: [(u, v) for u, v, d in g.edges(data=True) if d["t"] & b] for b in req_bits}
+    # Start from edges of the rarest required type, between ops or into the chain.
+    starts_by_bit = {
+        b: [(u, v) for u, v, d in g.edges(data=True) if d["t"] & b and u >= 0] for b in req_bits
+    }
     bit = min(req_bits, key=lambda b: len(starts_by_bit[b]))
+    chain_ok = bool(allowed & RT)
     best: list[tuple[int, int, int]] | None = None
     succ = g._succ  # read-only fast access to adjacency
     for tries, (u0, v0) in enumerate(starts_by_bit[bit]):
@@ -126,24 +159,38 @@ def shortest_cycle(
             break
         start = (v0, bit & required)
         parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
+        dist = {start: 0}
         q = deque([start])
         found = None
         steps = 0
         while q:
-            node, mask = q.popleft()
+            st0 = q.popleft()
+            node, mask = st0
             if node == u0 and mask == required:
-                found = (node, mask)
+                found = st0
                 break
             steps += 1
             if steps & 1023 == 0 and time.monotonic() > deadline:
                 if best is not None:
                     return best  # out of time: the best cycle found so far
                 raise Timeout
+            d0 = dist[st0]
             for nb, d in succ[node].items():
-                for b in _SINGLE[d["t"] & allowed]:
+                t = d["t"]
+                if t == CHAIN:  # along or out of the chain: free, no type
+                    if not chain_ok:
+                        continue
+                    st = (nb, mask)
+                    if st not in dist or dist[st] > d0:
+                        dist[st] = d0
+                        parent[st] = (st0, CHAIN)
+                        q.appendleft(st)
+                    continue
+                for b in _SINGLE[t & allowed]:
                     st = (nb, mask | (b & required))
-                    if st not in parent:
-                        parent[st] = ((node, mask), b)
+                    if st not in dist:
+                        dist[st] = d0 + 1
+                        parent[st] = (st0, b)
                         q.append(st)
         if found is None:
             continue
@@ -154,12 +201,30 @@ def shortest_cycle(
             path.append((prev[0], cur[0], b))
             cur = prev
         path.reverse()
-        cyc = _simple_part([(u0, v0, bit), *path], required)
+        cyc = _simple_part(_fold_chain([(u0, v0, bit), *path]), required)
         if cyc is not None and (best is None or len(cyc) < len(best)):
             best = cyc
             if len(best) <= 2:
                 break
     return best
+
+
+def _fold_chain(walk: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Fold each pass through the completion chain (u -> c ... c -> v) into (u, v, RT)."""
+    out: list[tuple[int, int, int]] = []
+    entered: int | None = None
+    for u, v, b in walk:
+        if v < 0:  # into or along the chain
+            if u >= 0:
+                entered = u
+            continue
+        if u < 0:  # out of the chain
+            assert entered is not None
+            out.append((entered, v, RT))
+            entered = None
+            continue
+        out.append((u, v, b))
+    return out
 
 
 def _simple_part(
@@ -228,31 +293,12 @@ def _edge_step(
     )
 
 
-def step_types(name: str, masks: list[int]) -> list[int]:
-    """One edge type per step to explain, showing what makes the cycle `name`.
-
-    A step may be several edges at once (u wrote what v read, and u also completed
-    before v began): wr is shown before ww before rt, except that a -realtime cycle
-    shows a realtime step, on a step that is not the only one of its base type
-    (wr for G1c, ww for G0) when there is a choice.
-    """
-    pick = [WR if m & WR else WW if m & WW else RT for m in masks]
-    if name.endswith("-realtime") and RT not in pick:
-        base = WR if name.startswith("G1c") else WW
-        rt_able = [i for i, m in enumerate(masks) if m & RT]
-        spare = [i for i in rt_able if pick[i] != base or pick.count(base) > 1]
-        if spare or rt_able:
-            pick[(spare or rt_able)[0]] = RT
-    return pick
-
-
 def explain_cycle(
     p: Prepared, logs: Logs, writers: Writers, name: str, cyc: list[tuple[int, int, int]]
 ) -> Example:
     steps = []
     kinds = []
-    types = step_types(name, [t for _u, _v, t in cyc])
-    for (u, v, _t), t in zip(cyc, types, strict=True):
+    for u, v, t in cyc:  # each step carries the one edge type it counts as
         kind, text = _edge_step(p, logs, writers, u, v, t)
         kinds.append(kind)
         steps.append(text)
@@ -348,7 +394,7 @@ def _search_component(
     whole = component_graph(p, logs, writers, between.widen(members), ww=ww)
     found: dict[str, Example] = {}
     for comp in nx.strongly_connected_components(whole):
-        if len(comp) < 2:
+        if sum(1 for x in comp if x >= 0) < 2:  # completion nodes are negative
             continue
         g = whole.subgraph(comp)
         for name, allowed, required in searches:
@@ -358,14 +404,13 @@ def _search_component(
                 return found, True
             sub = g
             if allowed != (WW | WR | RT):
-                sub = g.edge_subgraph(
-                    [(u, v) for u, v, d in g.edges(data=True) if d["t"] & allowed]
-                )
+                keep = allowed | (CHAIN if allowed & RT else 0)
+                sub = g.edge_subgraph([(u, v) for u, v, d in g.edges(data=True) if d["t"] & keep])
             # only where edges of these types alone close a cycle holding every
             # required type: a long acyclic path would otherwise be searched from
             # each of its edges (quadratic) for nothing
             for part in nx.strongly_connected_components(sub):
-                if len(part) < 2:
+                if sum(1 for x in part if x >= 0) < 2:
                     continue
                 h = sub.subgraph(part)
                 have = 0

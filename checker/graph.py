@@ -28,6 +28,7 @@ from .logs import KeyLog, Logs
 from .prepare import OpRec, Prepared
 
 WW, WR, RT = 1, 2, 4
+CHAIN = 8  # cycles.py: an edge of the realtime completion chain (no step of its own)
 NEVER = 1 << 62  # completion position of ops that never completed (no realtime successors)
 
 
@@ -303,30 +304,3 @@ def candidate_components(
         if len(members) >= 2:
             out.append(members)
     return out
-
-
-def realtime_edges(ops: list[OpRec], members: list[int]) -> list[tuple[int, int]]:
-    """Realtime edges among `members`, transitively reduced through a frontier.
-
-    An ok op precedes every op invoked after it completed; linking each op only to
-    the frontier (ops completed since, not already covered) keeps the edge count
-    linear in practice.
-    """
-    events: list[tuple[int, int, int]] = []  # (position, 0 invoke | 1 completion, op)
-    for m in members:
-        r = ops[m]
-        events.append((r.inv_pos, 0, m))
-        if r.type == "ok" and r.comp_pos is not None:
-            events.append((r.comp_pos, 1, m))
-    events.sort()
-    frontier: set[int] = set()
-    preds: dict[int, frozenset[int]] = {}
-    edges: list[tuple[int, int]] = []
-    for _pos, kind, m in events:
-        if kind == 0:
-            preds[m] = frozenset(frontier)
-            edges.extend((u, m) for u in frontier)
-        else:
-            frontier -= preds.get(m, frozenset())
-            frontier.add(m)
-    return edges

@@ -161,7 +161,7 @@ def test_a_failed_op_whose_values_a_retry_sent_in_another_order_is_not_nonmonoto
 
 def test_realtime_edges_start_only_at_ok_ops(tmp_path: Path) -> None:
     """Mutant: info ops get realtime successors, both in ok_completion_positions()
-    (candidate components) and in realtime_edges() (the cycle graph). Either alone is
+    (candidate components) and in the cycle graph's realtime chain. Either alone is
     equivalent: the components gate the search, and the search uses the real edges.
 
     DESIGN 3: realtime edges link an *ok* op to ops invoked after it completed. An
