@@ -444,8 +444,6 @@ def _forms(src: _Lines, p: Path) -> Iterator[tuple[int, Any]]:
 # ------------------------------------------------------------------------------ ops
 
 
-
-
 def op_from_edn(form: Any, fallback_index: int) -> Op:
     """Build an Op from one Jepsen op map; raise FormatError saying what is wrong."""
     if type(form) is not dict:

@@ -78,9 +78,7 @@ if msgspec is not None:
     _Offset = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
     _Time = _Int | Annotated[float, msgspec.Meta(gt=INT64_MIN, lt=INT64_MAX)]
 
-    class _SendM(
-        msgspec.Struct, array_like=True, tag="send", gc=False, forbid_unknown_fields=True
-    ):
+    class _SendM(msgspec.Struct, array_like=True, tag="send", gc=False, forbid_unknown_fields=True):
         """["send", key, value] or ["send", key, [offset, value]]."""
 
         key: int | str
@@ -88,9 +86,7 @@ if msgspec is not None:
         # garbage collector (segfault); the invoke form's int is range-checked below
         value: int | str | tuple[_Int | None, _Int | str]
 
-    class _PollM(
-        msgspec.Struct, array_like=True, tag="poll", gc=False, forbid_unknown_fields=True
-    ):
+    class _PollM(msgspec.Struct, array_like=True, tag="poll", gc=False, forbid_unknown_fields=True):
         """["poll"] or ["poll", {key: [[offset, value], ...]}] (or ["poll", null])."""
 
         records: dict[str, list[tuple[_Offset | None, _Int | str]]] | None = None
