@@ -131,7 +131,7 @@ def analyse(
         sub_via=sub_via,
         ww_deps=opts.ww_deps,
         max_examples=opts.max_examples,
-        nothing_checked=p.n_read_records == 0,
+        nothing_checked=not any(p.ok_reads.values()),  # no ok op read anything
     )
     counts, causes, latency = metrics.counts_latency(p)
     unseen_final, unseen_pts = metrics.unseen_over_time(p)

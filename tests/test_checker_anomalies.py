@@ -82,6 +82,28 @@ def test_nothing_read_is_unknown() -> None:
     assert res["valid"] == "unknown"
 
 
+def test_nothing_read_by_an_ok_op_is_unknown() -> None:
+    """Only indeterminate and failed polls read (the cluster never answered a consumer
+    in full): losses cannot be judged, so the verdict is unknown, not valid."""
+    res = run(
+        H(
+            send(0, 1, 10, 0, typ="info"),
+            poll(1, {"1": [[0, 10]]}, typ="info"),
+            poll(2, {"1": [[0, 10]]}, typ="fail"),
+        )
+    )
+    assert res["valid"] == "unknown" and res["bad_error_types"] == []
+    # ... but what those polls show is still judged: two values at one offset
+    res = run(
+        H(
+            send(0, 1, 10, 0, typ="info"),
+            poll(1, {"1": [[0, 10]]}, typ="info"),
+            poll(2, {"1": [[0, 11]]}, typ="fail"),
+        )
+    )
+    assert res["valid"] is False and "inconsistent-offsets" in res["bad_error_types"]
+
+
 # ------------------------------------------------------------------------------ log truth
 
 
