@@ -253,6 +253,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     per_key: dict[str, float] = {}
     per_proc: dict[Any, float] = {}
     worst: dict[str, Any] = {"key": None, "lag_ms": 0.0, "time_s": 0.0, "process": None}
+    worst_raw = 0.0
     pts: list[tuple[float, float]] = []
     inf = float("inf")
 
@@ -317,7 +318,8 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         top = max(0.0, (t - s_top) / 1e6)
         if top > per_proc.get(r.process, -1.0):
             per_proc[r.process] = round(top, 3)
-        if top > worst["lag_ms"]:
+        if top > worst_raw:  # unrounded: ties go to the earliest poll
+            worst_raw = top
             worst = {
                 "key": k_top,
                 "lag_ms": round(top, 3),
