@@ -146,11 +146,15 @@ def shortest_cycle(
     starts_by_bit = {
         b: [(u, v) for u, v, d in g.edges(data=True) if d["t"] & b and u >= 0] for b in req_bits
     }
-    bit = min(req_bits, key=lambda b: len(starts_by_bit[b]))
+    # Rarest type first; then the others: a walk from the only edge of the rarest type
+    # may split into loops none of which has every required type, while a simple cycle
+    # through that edge exists (found from one of its other edges).
+    order = sorted(req_bits, key=lambda b: len(starts_by_bit[b]))
+    starts = [(b, u, v) for b in order for u, v in starts_by_bit[b]]
     chain_ok = bool(allowed & RT)
     best: list[tuple[int, int, int]] | None = None
     succ = g._succ  # read-only fast access to adjacency
-    for tries, (u0, v0) in enumerate(starts_by_bit[bit]):
+    for tries, (bit, u0, v0) in enumerate(starts):
         if tries >= MAX_STARTS and best is not None:
             break
         if time.monotonic() > deadline:
