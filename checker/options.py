@@ -7,7 +7,8 @@ run with write-write inference on, as in Jepsen's kafka test.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+import math
+from dataclasses import dataclass, fields
 from typing import Any
 
 SUB_VIAS = ("assign", "subscribe")
@@ -22,6 +23,12 @@ LIVENESS_NUMBERS = (
     "memory_growth_ratio",
     "memory_growth_min_bytes",
 )
+
+
+# Numbers beyond this are typos or "infinity" (a run of 30 years, 10^18 bytes): they
+# would overflow the nanosecond arithmetic (and NaN would disable every comparison).
+MAX_NUMBER = 1e15
+NO_LIMIT_OK = frozenset({"cycle_timeout_s", "recovery_s"})  # these may be inf
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,18 @@ class CheckOptions:
     memory_growth_min_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or v is None or not isinstance(v, (int, float)):
+                continue
+            if math.isnan(v):
+                raise ValueError(f"{f.name} must be a number, got {v!r}")
+            if f.name in NO_LIMIT_OK:  # compared as floats only: inf means no limit
+                continue
+            if not math.isfinite(v) or abs(v) > MAX_NUMBER:
+                raise ValueError(
+                    f"{f.name} must be a finite number up to {MAX_NUMBER:.0e}, got {v!r}"
+                )
         if self.sub_via is not None and self.sub_via not in SUB_VIAS:
             raise ValueError(f"sub_via must be one of {SUB_VIAS} or None, got {self.sub_via!r}")
         if self.cycle_timeout_s <= 0:
@@ -153,7 +172,6 @@ def options_from_test_json(
         v = _find(meta, name)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             kw[name] = v
-    opts = CheckOptions(**kw)
-    if overrides:
-        opts = replace(opts, **{k: v for k, v in overrides.items() if v is not None})
-    return opts
+    # the command line wins over test.json, also over a value there that is unusable
+    kw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return CheckOptions(**kw)

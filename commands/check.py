@@ -7,6 +7,7 @@ PATH is a run directory (history.jsonl + test.json inside) or a history file
 
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 from collections.abc import Iterator
@@ -20,10 +21,11 @@ from ..checker import CheckOptions, options_from_test_json
 from ..checker import check as run_check
 from ..checker.check import needs_ops
 from ..checker.liveness import VIOLATION_TYPES
+from ..checker.options import MAX_NUMBER
 from ..histories.edn import iter_any_history
 from ..histories.jsonl import HistoryError, TornLineWarning
 from ..histories.model import Flat, Op
-from ..histories.store import load_json
+from ..histories.store import load_json, write_bytes_atomic
 
 EXIT_BY_VALID = {True: 0, False: 1, "unknown": 2}
 BIG_FILE = 32 * 1024 * 1024
@@ -47,9 +49,16 @@ def locate(path: Path) -> tuple[Path, Path | None]:
                 f"a run directory (store/<test>/<run>) or the path of a history file"
             )
         test = path / "test.json"
-    elif path.exists():
+    elif path.is_file():
         hist = path
         test = path.parent / "test.json"
+    elif path.exists():
+        raise InputError(
+            f"{path}: not a regular file (a FIFO or a device?); pass a run directory or a "
+            f"history file"
+        )
+    elif path.is_symlink():
+        raise InputError(f"{path}: a symbolic link that leads nowhere (dangling, or a loop)")
     else:
         raise InputError(f"{path}: no such file or directory")
     return hist, (test if test.exists() else None)
@@ -101,7 +110,7 @@ def _with_progress(hist: Path, flat: bool) -> Iterator[Op | Flat]:
     console.print(f"read {total:,} ops; analysing (logs, orders, cycles, metrics)...")
 
 
-def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
+def summary(res: dict[str, Any], hist: Path, out: Path | None) -> str:
     verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[res["valid"]]
     st = res["stats"]
     lines = [
@@ -112,7 +121,7 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
         f"(sub_via={st['options']['sub_via']}, ww_deps={st['options']['ww_deps']})",
     ]
     if res["valid"] == "unknown" and not res["error_types"]:
-        lines.append("  nothing could be checked: no op read anything")
+        lines.append("  nothing could be checked: no ok op read anything")
     bad = set(res["bad_error_types"])
     for name in res["error_types"]:
         if name in VIOLATION_TYPES:
@@ -129,7 +138,7 @@ def summary(res: dict[str, Any], hist: Path, out: Path) -> str:
             f"(process {lag['process']}, t={lag['time_s']:.1f} s)"
         )
     lines.extend(liveness_lines(res))
-    lines.append(f"  results: {out}")
+    lines.append(f"  results: {out if out is not None else 'not written (see the warning)'}")
     return "\n".join(lines)
 
 
@@ -299,27 +308,28 @@ def check(
     """
     hist, test = locate(path)
     meta = load_meta(test)
+    overrides: dict[str, Any] = {
+        "sub_via": sub_via,
+        "ww_deps": ww_deps,
+        "cycle_timeout_s": cycle_timeout,
+        "max_examples": max_examples,
+        "liveness_bad": liveness_bad,
+        "liveness_window_s": liveness_window_s,
+        "starvation_ratio": starvation_ratio,
+        "starvation_min_offered": starvation_min_offered,
+        "starvation_lag_s": starvation_lag_s,
+        "stuck_s": stuck_s,
+        "recovery_s": recovery_s,
+        "memory_growth_ratio": memory_growth_ratio,
+        "memory_growth_min_bytes": _mib(memory_growth_mib),
+    }
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
-        opts: CheckOptions = options_from_test_json(
-            meta,
-            {
-                "sub_via": sub_via,
-                "ww_deps": ww_deps,
-                "cycle_timeout_s": cycle_timeout,
-                "max_examples": max_examples,
-                "liveness_bad": liveness_bad,
-                "liveness_window_s": liveness_window_s,
-                "starvation_ratio": starvation_ratio,
-                "starvation_min_offered": starvation_min_offered,
-                "starvation_lag_s": starvation_lag_s,
-                "stuck_s": stuck_s,
-                "recovery_s": recovery_s,
-                "memory_growth_ratio": memory_growth_ratio,
-                "memory_growth_min_bytes": (
-                    None if memory_growth_mib is None else int(memory_growth_mib * 1024 * 1024)
-                ),
-            },
-        )
+        CheckOptions(**given)  # the command line's own values first: blame the right place
+    except (TypeError, ValueError) as e:
+        raise InputError(f"bad option: {e} ({_flags(e)})") from None
+    try:
+        opts: CheckOptions = options_from_test_json(meta, overrides)
     except (TypeError, ValueError) as e:
         raise InputError(f"{test}: bad checker option: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
@@ -335,13 +345,53 @@ def check(
             ) from None
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
-    out = out or hist.parent / "results.json"
+    if out is None:
+        out = hist.parent / "results.json"
+    elif out.is_dir():  # --out DIR: results.json in it
+        out = out / "results.json"
+    data = orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     try:
-        out.write_bytes(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    except OSError as e:
-        raise InputError(f"{out}: cannot write results ({e.strerror}); pass --out FILE") from None
+        write_bytes_atomic(out, data)
+        written: Path | None = out
+    except OSError as e:  # the verdict stands: say so, and keep its exit code
+        click.echo(
+            f"warning: {out}: cannot write results ({e.strerror or e}); the verdict below "
+            f"stands (pass --out FILE to keep results.json)",
+            err=True,
+        )
+        written = None
     if as_json:
-        click.echo(orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+        click.echo(data.decode())
     else:
-        click.echo(summary(res, hist, out))
+        click.echo(summary(res, hist, written))
     ctx.exit(EXIT_BY_VALID[res["valid"]])
+
+
+def _mib(mib: float | None) -> int | None:
+    """--memory-growth-mib in bytes (an unusable number is the option's usage error)."""
+    if mib is None:
+        return None
+    if not math.isfinite(mib) or mib > MAX_NUMBER / 2**20:
+        raise InputError(f"bad option: --memory-growth-mib must be a finite number, got {mib}")
+    return int(mib * 1024 * 1024)
+
+
+_FLAGS = {
+    "cycle_timeout_s": "--cycle-timeout",
+    "max_examples": "--max-examples",
+    "liveness_window_s": "--window",
+    "starvation_ratio": "--starvation-ratio",
+    "starvation_min_offered": "--starvation-min-offered",
+    "starvation_lag_s": "--starvation-lag",
+    "stuck_s": "--stuck-after",
+    "recovery_s": "--recovery-within",
+    "memory_growth_ratio": "--memory-growth",
+    "memory_growth_min_bytes": "--memory-growth-mib",
+    "sub_via": "--sub-via",
+}
+
+
+def _flags(e: Exception) -> str:
+    """The command-line option an options error is about."""
+    text = str(e)
+    return ", ".join(flag for name, flag in _FLAGS.items() if text.startswith(name)) or "see --help"

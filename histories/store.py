@@ -104,7 +104,21 @@ def load_json(path: str | os.PathLike[str]) -> Any:
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write atomically (tmp + rename) so readers never see half a file."""
+    write_bytes_atomic(
+        path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    )
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write a file atomically (tmp + rename); a path that exists and is not a regular
+    file (/dev/stdout, a FIFO) is written in place."""
     p = Path(path)
+    if p.exists() and not p.is_file():
+        p.write_bytes(data)
+        return
     tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    tmp.replace(p)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(p)
+    finally:
+        tmp.unlink(missing_ok=True)
