@@ -22,39 +22,12 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check_file
 from ktrial.cli import main
+from ktrial.tests.histlines import fail, info, inv, ok, pl, snd
 
 Line = dict[str, Any]
 
 
 # ================================================================ helpers
-
-
-def op(process: Any, typ: str, f: str, value: Any = None, **extra: Any) -> Line:
-    return {"process": process, "type": typ, "f": f, "value": value, **extra}
-
-
-def ok(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "ok", f, value, **extra)
-
-
-def fail(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "fail", f, value, **extra)
-
-
-def info(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "info", f, value, **extra)
-
-
-def inv(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "invoke", f, value, **extra)
-
-
-def snd(k: Any, o: int | None, v: Any) -> list[Any]:
-    return ["send", k, [o, v]]
-
-
-def pl(recs: dict[str, list[list[Any]]]) -> list[Any]:
-    return ["poll", recs]
 
 
 def write(path: Path, lines: list[Line]) -> Path:

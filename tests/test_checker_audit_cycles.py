@@ -43,6 +43,7 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ktrial.checker import CheckOptions, check_file
+from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd
 
 Line = dict[str, Any]
 CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
@@ -51,36 +52,8 @@ CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
 # ================================================================ helpers
 
 
-def op(process: Any, typ: str, f: str, value: Any = None, **extra: Any) -> Line:
-    return {"process": process, "type": typ, "f": f, "value": value, **extra}
-
-
-def ok(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "ok", f, value, **extra)
-
-
-def fail(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "fail", f, value, **extra)
-
-
-def info(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "info", f, value, **extra)
-
-
-def inv(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "invoke", f, value, **extra)
-
-
-def snd(k: Any, o: int | None, v: Any) -> list[Any]:
-    return ["send", k, [o, v]]
-
-
 def isnd(k: Any, v: Any) -> list[Any]:
     return ["send", k, v]
-
-
-def pl(recs: dict[str, list[list[Any]]]) -> list[Any]:
-    return ["poll", recs]
 
 
 POLL = [["poll"]]

@@ -47,6 +47,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ktrial.checker import CheckOptions, check_file
 from ktrial.checker.cycles import Between
+from ktrial.tests.histlines import inv, ok, op, pl, snd
 
 Line = dict[str, Any]
 CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
@@ -56,28 +57,8 @@ WW, WR, RT = "ww", "wr", "rt"
 # ================================================================ helpers
 
 
-def op(process: Any, typ: str, f: str, value: Any = None, **extra: Any) -> Line:
-    return {"process": process, "type": typ, "f": f, "value": value, **extra}
-
-
-def ok(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "ok", f, value, **extra)
-
-
-def inv(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "invoke", f, value, **extra)
-
-
-def snd(k: Any, o: int | None, v: Any) -> list[Any]:
-    return ["send", k, [o, v]]
-
-
 def isnd(k: Any, v: Any) -> list[Any]:
     return ["send", k, v]
-
-
-def pl(recs: dict[str, list[list[Any]]]) -> list[Any]:
-    return ["poll", recs]
 
 
 def write(path: Path, lines: list[Line]) -> Path:

@@ -39,6 +39,7 @@ from ktrial.histories.gen import GenParams, generate
 from ktrial.histories.jsonl import HistoryError, iter_flat, iter_history, op_from_json
 from ktrial.histories.model import Flat, Op, flatten
 from ktrial.histories.mutate import INJECTORS
+from ktrial.tests.histlines import inv, ok, pl, snd
 
 pytest.importorskip("msgspec")
 
@@ -46,26 +47,6 @@ Line = dict[str, Any]
 
 
 # ===================================================================== helpers
-
-
-def op(process: Any, typ: str, f: str, value: Any = None, **extra: Any) -> Line:
-    return {"process": process, "type": typ, "f": f, "value": value, **extra}
-
-
-def ok(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "ok", f, value, **extra)
-
-
-def inv(process: Any, f: str, value: Any = None, **extra: Any) -> Line:
-    return op(process, "invoke", f, value, **extra)
-
-
-def snd(k: Any, o: int | None, v: Any) -> list[Any]:
-    return ["send", k, [o, v]]
-
-
-def pl(recs: dict[str, list[list[Any]]]) -> list[Any]:
-    return ["poll", recs]
 
 
 def write(path: Path, lines: list[Line]) -> Path:
