@@ -20,36 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ktrial.checker import CheckOptions, check_file
 from ktrial.cli import main
-from ktrial.tests.histlines import fail, info, inv, ok, pl, snd
+from ktrial.tests.histlines import examples, fail, info, inv, ok, pl, run, snd, types
 
 Line = dict[str, Any]
 
 
 # ================================================================ helpers
-
-
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps({"index": i, "time": i * 1_000_000, **o}) + "\n" for i, o in enumerate(lines)
-        )
-    )
-    return path
-
-
-def run(tmp_path: Path, lines: list[Line], **opts: Any) -> dict[str, Any]:
-    """Check from a file, as `ktrial check` does."""
-    return check_file(write(tmp_path / "history.jsonl", lines), CheckOptions(**opts))
-
-
-def types(res: dict[str, Any]) -> tuple[set[str], set[str]]:
-    return set(res["error_types"]), set(res["bad_error_types"])
-
-
-def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return res["anomalies"][name]["examples"]  # type: ignore[no-any-return]
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -42,8 +42,7 @@ from typing import Any
 import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ktrial.checker import CheckOptions, check_file
-from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd
+from ktrial.tests.histlines import examples, fail, info, inv, ok, op, pl, run, snd
 
 Line = dict[str, Any]
 CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
@@ -59,20 +58,6 @@ def isnd(k: Any, v: Any) -> list[Any]:
 POLL = [["poll"]]
 
 
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps({"index": i, "time": i * 1_000_000, **o}) + "\n" for i, o in enumerate(lines)
-        )
-    )
-    return path
-
-
-def run(tmp_path: Path, lines: list[Line], **opts: Any) -> dict[str, Any]:
-    """Check from a file, as `ktrial check` does."""
-    return check_file(write(tmp_path / "history.jsonl", lines), CheckOptions(**opts))
-
-
 def run_tmp(lines: list[Line], **opts: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kt-cycles-") as d:
         return run(Path(d), lines, **opts)
@@ -80,10 +65,6 @@ def run_tmp(lines: list[Line], **opts: Any) -> dict[str, Any]:
 
 def cycle_types(res: dict[str, Any]) -> set[str]:
     return {t for t in res["error_types"] if t in CYCLE_TYPES}
-
-
-def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return res["anomalies"][name]["examples"]  # type: ignore[no-any-return]
 
 
 def explain(res: dict[str, Any]) -> dict[str, list[Any]]:

@@ -47,7 +47,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ktrial.checker import CheckOptions, check_file
 from ktrial.checker.cycles import Between
-from ktrial.tests.histlines import inv, ok, op, pl, snd
+from ktrial.tests.histlines import inv, ok, op, pl, snd, write
 
 Line = dict[str, Any]
 CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
@@ -59,15 +59,6 @@ WW, WR, RT = "ww", "wr", "rt"
 
 def isnd(k: Any, v: Any) -> list[Any]:
     return ["send", k, v]
-
-
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps({"index": i, "time": i * 1_000_000, **o}) + "\n" for i, o in enumerate(lines)
-        )
-    )
-    return path
 
 
 def run(lines: list[Line], **opts: Any) -> dict[str, Any]:

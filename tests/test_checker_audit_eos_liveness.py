@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check
 from ktrial.histories.jsonl import op_from_json
+from ktrial.tests.histlines import examples
 from ktrial.tests.test_checker_audit import cli  # the real entry point, in process
 
 S = 1_000_000_000
@@ -115,10 +116,6 @@ class H:
         if meta is not None:
             (d / "test.json").write_text(json.dumps(meta))
         return d
-
-
-def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return res["anomalies"][name]["examples"]  # type: ignore[no-any-return]
 
 
 def live(res: dict[str, Any]) -> dict[str, Any]:

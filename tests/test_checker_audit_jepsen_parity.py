@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check, check_file
 from ktrial.histories.edn import iter_any_history
-from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd
+from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd, types
 
 Line = dict[str, Any]
 S = 1_000_000_000
@@ -88,10 +88,6 @@ def run(tmp_path: Path, lines: list[Line], fmt: str = "jsonl", **opts: Any) -> d
         return check_file(write(tmp_path / "history.jsonl", lines), CheckOptions(**opts))
     h = write(tmp_path / "history.edn", lines, "edn")
     return check(iter_any_history(h), CheckOptions(**opts))
-
-
-def types(res: dict[str, Any]) -> tuple[set[str], set[str]]:
-    return set(res["error_types"]), set(res["bad_error_types"])
 
 
 def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -14,7 +14,6 @@ Problems found are `xfail(strict=True)`: they pass once fixed.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ktrial.checker import CheckOptions, check_file
-from ktrial.tests.histlines import fail, info, inv, ok, pl
+from ktrial.tests.histlines import examples, fail, info, inv, ok, pl, run, types, write
 
 Line = dict[str, Any]
 
@@ -41,27 +40,6 @@ def isnd(k: Any, v: Any) -> list[Any]:
 
 
 POLL = [["poll"]]
-
-
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps({"index": i, "time": i * 1_000_000, **o}) + "\n" for i, o in enumerate(lines)
-        )
-    )
-    return path
-
-
-def run(tmp_path: Path, lines: list[Line], **opts: Any) -> dict[str, Any]:
-    return check_file(write(tmp_path / "history.jsonl", lines), CheckOptions(**opts))
-
-
-def types(res: dict[str, Any]) -> tuple[set[str], set[str]]:
-    return set(res["error_types"]), set(res["bad_error_types"])
-
-
-def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return res["anomalies"][name]["examples"]  # type: ignore[no-any-return]
 
 
 def text(res: dict[str, Any], name: str) -> str:

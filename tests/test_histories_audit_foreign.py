@@ -39,7 +39,7 @@ from ktrial.histories.gen import GenParams, generate
 from ktrial.histories.jsonl import HistoryError, iter_flat, iter_history, op_from_json
 from ktrial.histories.model import Flat, Op, flatten
 from ktrial.histories.mutate import INJECTORS
-from ktrial.tests.histlines import inv, ok, pl, snd
+from ktrial.tests.histlines import inv, ok, pl, snd, write
 
 pytest.importorskip("msgspec")
 
@@ -47,15 +47,6 @@ Line = dict[str, Any]
 
 
 # ===================================================================== helpers
-
-
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text(
-        "".join(
-            json.dumps({"index": i, "time": i * 1_000_000, **o}) + "\n" for i, o in enumerate(lines)
-        )
-    )
-    return path
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
