@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 from ..histories.jsonl import iter_flat, iter_history
@@ -24,6 +25,7 @@ from .prepare import Prepared, prepare
 from .results import combine
 
 DEFAULT = CheckOptions()
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 def check(
@@ -161,21 +163,26 @@ def _stats(
     txns = {"committed": 0, "aborted": 0, "info": 0}
     reads = writes = 0
     keys: set[str] = set(logs.keys)
+    txn_kind = {"ok": "committed", "fail": "aborted", "info": "info"}
     for r in p.ops:
-        if not r.is_data:
-            continue
-        if r.f == "send":
+        f = r.f
+        if f == "send":
             sends[r.type] += 1
             sends["values"] += len(r.writes)
-        elif r.f == "poll":
+        elif f == "poll":
             polls[r.type] += 1
-            polls["records"] += sum(len(c[1]) for c in r.reads)
+        elif f == "txn":
+            txns[txn_kind[r.type]] += 1
         else:
-            txns["committed" if r.type == "ok" else "aborted" if r.type == "fail" else "info"] += 1
-        reads += sum(len(c[1]) for c in r.reads)
-        writes += len(r.writes)
-        for k, *_ in r.writes:
-            keys.add(k)
+            continue  # not a data op
+        if r.reads:
+            n = sum(map(len, map(_second, r.reads)))
+            reads += n
+            if f == "poll":
+                polls["records"] += n
+        if r.writes:
+            writes += len(r.writes)
+            keys.update(map(_first, r.writes))
     ft, lt = p.first_time or 0, p.last_time or 0
     options = opts.to_json()
     options["sub_via"] = sub_via

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
+from itertools import accumulate
 from operator import itemgetter
 from typing import Any
 
@@ -223,32 +224,42 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     t0 = p.first_time or 0
     # key -> [(max known dense position, completion time), ...] from ok ops
     known: dict[str, list[tuple[int, int]]] = {}
+    tops: dict[int, dict[str, int | None]] = {}  # op id -> _read_tops, reused below
+    key_logs = logs.keys
     for r in p.ops:
         if r.type != "ok" or r.comp_time is None or not (r.reads or r.writes):
             continue
         best: dict[str, int] = {}
         for k, v, o, _i in r.writes:
-            kl = logs.keys.get(k)
-            d = None if kl is None else kl.pos(o, v)
+            kl = key_logs.get(k)
+            if kl is None:
+                continue
+            d = kl.dense.get(o) if o is not None else None  # KeyLog.pos, inlined
+            if d is None:
+                d = kl.first.get(v)
             if d is not None and d > best.get(k, -1):
                 best[k] = d
         if r.reads:
-            for k, d in _read_tops(r.reads).items():
+            tops[r.id] = rt = _read_tops(r.reads)
+            for k, d in rt.items():
                 if d is not None and d > best.get(k, -1):
                     best[k] = d
         for k, d in best.items():
-            known.setdefault(k, []).append((d, r.comp_time))
+            kn = known.get(k)
+            if kn is None:
+                known[k] = [(d, r.comp_time)]
+            else:
+                kn.append((d, r.comp_time))
     # exists[k][d]: earliest time dense position d was known to exist
     exists: dict[str, list[float]] = {}
     for k, pairs in known.items():
-        n = len(logs.keys[k].values)
-        arr = [float("inf")] * n
+        arr = [float("inf")] * len(key_logs[k].values)
         for d, t in pairs:
             if t < arr[d]:
                 arr[d] = t
-        for d in range(n - 2, -1, -1):  # knowing d+1 exists means d exists too
-            if arr[d + 1] < arr[d]:
-                arr[d] = arr[d + 1]
+        # knowing d+1 exists means d exists too: a suffix minimum
+        arr = list(accumulate(reversed(arr), min))
+        arr.reverse()
         exists[k] = arr
     per_key: dict[str, float] = {}
     per_proc: dict[Any, float] = {}
@@ -301,7 +312,8 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
             continue
         if not r.reads and r.f != "poll":
             continue  # an empty poll is measured too: a starving consumer is the point
-        for k, d in _read_tops(r.reads).items():
+        cached = tops.get(r.id)
+        for k, d in (cached if cached is not None else _read_tops(r.reads)).items():
             cur = c.keys.get(k)
             if cur is None:
                 dd = -1 if d is None else d
