@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..histories.model import Op
-from .logs import Logs, iter_reads
+from .logs import KeyLog, Logs, iter_reads
 from .options import CheckOptions
 from .prepare import OpRec, Prepared
 
@@ -49,7 +49,6 @@ HEAL_FS = frozenset(
     }
 )
 NODE_STATS = "node-stats"
-_MISSING: Any = object()
 MAX_LISTED = 50  # per-event / per-key lists kept in results.json
 
 
@@ -64,16 +63,29 @@ def quantiles(xs: list[float], nd: int = 3) -> dict[str, Any]:
     return _sorted_quantiles(xs, nd)
 
 
+_QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+
+
+def _rank(f: float, n: int) -> int:
+    """The index of quantile f in n sorted numbers."""
+    return min(n - 1, int(f * n))
+
+
 def _sorted_quantiles(xs: Any, nd: int = 3) -> dict[str, Any]:
     """quantiles() of an already sorted list or numpy array."""
     n = len(xs)
     if not n:
-        return {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+        return {"n": 0, **dict.fromkeys(name for name, _f in _QUANTILES)}
+    return {"n": n, **{name: round(float(xs[_rank(f, n)]), nd) for name, f in _QUANTILES}}
 
-    def q(f: float) -> float:
-        return round(float(xs[min(n - 1, int(f * n))]), nd)
 
-    return {"n": n, "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": q(1.0)}
+def _array_quantiles(xs: Any, nd: int = 3) -> dict[str, Any]:
+    """quantiles() of a numpy array, which is partitioned (only the quantiles' ranks are
+    put in their sorted places: O(n), where a sort is O(n log n))."""
+    n = len(xs)
+    if n:
+        xs = np.partition(xs, sorted({_rank(f, n) for _name, f in _QUANTILES}))
+    return _sorted_quantiles(xs, nd)
 
 
 # ----------------------------------------------------------------- first reads
@@ -186,29 +198,28 @@ def acknowledged(p: Prepared, logs: Logs, skip: frozenset[str] = frozenset()) ->
     ok_reads = p.ok_reads
     keys = logs.keys
     # Hot loop (one turn per acknowledged value): per-key lookups hoisted, appends bound.
-    cache: dict[str, Any] = {}
+    # key -> its log: dense, values, first, first read times, offsets (Nones without one)
+    cache: dict[str, tuple[Any, Any, Any, Any, Any]] = {}
     add_k, add_v, add_o = out.key.append, out.value.append, out.offset.append
     add_t, add_r, add_w = out.ack.append, out.read.append, out.writer_reads.append
     for r in p.ops:
-        if not r.writes or r.comp_time is None or not committed[r.id]:
+        writes = r.writes
+        if not writes or r.comp_time is None or not committed[r.id]:
             continue
         t = r.comp_time
         ok = r.type == "ok"
         earliest = UNSET
-        for k, v, o, _i in r.writes:
+        for k, v, o, _i in writes:
             if not ok and v not in ok_reads.get(k, ()):
                 continue  # an info op's unread value may never have been written
-            if k in skip:
+            if skip and k in skip:
                 continue
-            c = cache.get(k, _MISSING)
-            if c is _MISSING:
-                kl = keys.get(k)
-                c = cache[k] = (
-                    None if kl is None else (kl.dense, kl.values, kl.first, first[k], kl.offsets)
-                )
+            c = cache.get(k)
+            if c is None:
+                c = cache[k] = _key_view(keys.get(k), first.get(k))
+            dense, vals, fst, arr, offs = c
             rt = UNSET
-            if c is not None:
-                dense, vals, fst, arr, offs = c
+            if dense is not None:
                 d = None if o is None else dense.get(o)
                 if d is None or vals[d] != v:
                     d = fst.get(v)
@@ -231,6 +242,13 @@ def acknowledged(p: Prepared, logs: Logs, skip: frozenset[str] = frozenset()) ->
     return out
 
 
+def _key_view(kl: KeyLog | None, arr: list[int] | None) -> tuple[Any, Any, Any, Any, Any]:
+    """(dense, values, first, first read times, offsets) of a key's log, Nones without one."""
+    if kl is None:
+        return None, None, None, None, None
+    return kl.dense, kl.values, kl.first, arr, kl.offsets
+
+
 # -------------------------------------------------------------------- metrics
 
 
@@ -241,8 +259,7 @@ def e2e_latency(a: Acked) -> dict[str, Any]:
     d = read[m] - ack[m]
     early = int(np.count_nonzero(d < 0))  # read before the producer heard the ack: legal
     np.maximum(d, 0, out=d)  # ... and counted as 0
-    d.sort()
-    out = _sorted_quantiles(d / 1e6)
+    out = _array_quantiles(d / 1e6)
     out["unread"] = len(ack) - out["n"]
     out["read_before_ack"] = early
     return out
@@ -250,14 +267,23 @@ def e2e_latency(a: Acked) -> dict[str, Any]:
 
 def commit_latency(p: Prepared) -> dict[str, Any]:
     """Latency of ok txn ops (the transaction including its commit), else of ok sends."""
-    by: dict[str, list[float]] = {"txn": [], "send": []}
-    for r in p.ops:
-        # a completion without an invoke has no known latency (it counts as invoked
-        # at its own line)
-        if r.type == "ok" and r.f in by and r.comp_time is not None and r.inv_pos != r.comp_pos:
-            by[r.f].append((r.comp_time - r.inv_time) / 1e6)
-    f = "txn" if by["txn"] else "send"
-    return {"f": f, **quantiles(by[f])}
+    f = "txn"
+    ms = _latencies_ms(p, f)
+    if not ms:
+        f = "send"
+        ms = _latencies_ms(p, f)
+    return {"f": f, **_array_quantiles(np.array(ms, dtype=np.float64))}
+
+
+def _latencies_ms(p: Prepared, f: str) -> list[float]:
+    """Latency in ms of each ok op of function f."""
+    # a completion without an invoke has no known latency (it counts as invoked at its
+    # own line)
+    return [
+        (r.comp_time - r.inv_time) / 1e6
+        for r in p.ops
+        if r.f == f and r.type == "ok" and r.comp_time is not None and r.inv_pos != r.comp_pos
+    ]
 
 
 def lag_allowance(opts: CheckOptions, e2e: dict[str, Any]) -> float:
@@ -357,7 +383,8 @@ def _name_stuck_ops(p: Prepared, logs: Logs, violations: list[dict[str, Any]]) -
     time, so one pass over the ops serves them all)."""
     if not violations:
         return
-    by_time: dict[int, list[dict[str, Any]]] = {}
+    # read time -> violations (None is never a key: an op's comp_time may be looked up)
+    by_time: dict[int | None, list[dict[str, Any]]] = {}
     for v in violations:
         w = p.writer_of.get(v["key"], {}).get(v["value"])
         v["ops"] = [] if w is None else [p.ops[w].index]
@@ -365,10 +392,8 @@ def _name_stuck_ops(p: Prepared, logs: Logs, violations: list[dict[str, Any]]) -
         if read_ns is not None:
             by_time.setdefault(read_ns, []).append(v)
     for r in p.ops if by_time else ():
-        if r.type != "ok" or not r.reads or r.comp_time is None:
-            continue
         near = by_time.get(r.comp_time)
-        if not near:
+        if not near or r.type != "ok" or not r.reads:
             continue
         for k, val, _o, _i in iter_reads(logs, r):
             for v in near:
@@ -391,15 +416,17 @@ def stuck_partitions(
     ack, read = a.arrays()
     n = len(ack)
     if n:
-        ids: dict[str, int] = {}
-        kid = np.fromiter((ids.setdefault(k, len(ids)) for k in a.key), np.int64, n)
+        # keys numbered in order of appearance
+        ids = {k: i for i, k in enumerate(dict.fromkeys(a.key))}
+        kid = np.array(list(map(ids.__getitem__, a.key)), dtype=np.int64)
         # read before its writer's ack (an info send that timed out late): not stuck
         gap = np.maximum(np.where(read == UNSET, end, read) - ack, 0)
-        # per key the largest gap, the earliest value among equals: last of each group
-        order = np.lexsort((-np.arange(n), gap, kid))
-        ks = kid[order]
-        last = order[np.r_[np.flatnonzero(ks[1:] != ks[:-1]), n - 1]].tolist()
-        for i in last:
+        # per key the largest gap, the earliest value among equals (keys in id order)
+        top = np.zeros(len(ids), dtype=np.int64)
+        np.maximum.at(top, kid, gap)
+        at_top = np.flatnonzero(gap == top[kid])
+        _ids, first = np.unique(kid[at_top], return_index=True)
+        for i in at_top[first].tolist():
             k = a.key[i]
             worst[k] = i
             gap_of[k] = int(gap[i])

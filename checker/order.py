@@ -9,10 +9,12 @@ sits in the log; records whose position is unknown are not judged.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from operator import attrgetter, itemgetter
+from typing import Any, TypeVar
 
 from .explain import op_name, val, values_text
 from .logs import (
+    KeyLog,
     Logs,
     chunk_values,
     iter_reads,
@@ -20,9 +22,12 @@ from .logs import (
     run_first_last_max,
     runs_consecutive,
 )
-from .prepare import OpRec, Prepared
+from .prepare import Chunk, OpRec, Prepared
 
 Example = dict[str, Any]
+_key = itemgetter(0)
+_process = attrgetter("process")
+_T = TypeVar("_T")
 
 
 def _positions(
@@ -42,13 +47,51 @@ def _positions(
     return out
 
 
-def _skipped(logs: Logs, k: str, lo: int, hi: int) -> list[Any]:
-    """Values at dense positions lo..hi-1 of key k."""
-    return logs.keys[k].values[lo:hi]
+def _reads_consecutive(reads: tuple[Chunk, ...]) -> bool:
+    """True when each key's runs in `reads` are one strictly consecutive sequence
+    (runs_consecutive of every key of read_positions), so `internal` finds nothing."""
+    one_run_each = len(set(map(_key, reads))) == len(reads)
+    nxt: dict[str, int] = {}  # key -> the position its next run must start at
+    for c in reads:
+        ps = c[1]
+        if type(ps) is not range:
+            return False
+        if one_run_each:
+            continue
+        k = c[0]
+        n = nxt.get(k)
+        if n is not None and ps[0] != n:
+            return False
+        nxt[k] = ps[-1] + 1
+    return True
 
 
-def _off(logs: Logs, k: str, d: int) -> int:
-    return logs.keys[k].offsets[d]
+def _sends_in_order(keys: dict[str, KeyLog], writes: tuple[Any, ...]) -> bool:
+    """True when `_pairs` finds nothing in any key of these sends: each placed send of
+    a key directly follows the key's previous placed one, or lands anywhere after it
+    when an unplaced send of the key came in between (the positions are _positions')."""
+    if len(set(map(_key, writes))) == len(writes):
+        return True  # no key is sent twice: no pair to judge
+    # key -> the position its next placed send must take (the last one's + 1), negated
+    # once an unplaced send came since (then any position at or past it will do)
+    nxt: dict[str, int] = {}
+    for k, v, o, _i in writes:
+        kl = keys.get(k)
+        d = None
+        if kl is not None:  # KeyLog.pos, inlined
+            if o is not None:
+                d = kl.dense.get(o)
+            if d is None:
+                d = kl.first.get(v)
+        n = nxt.get(k)
+        if d is None:
+            if n is not None and n > 0:
+                nxt[k] = -n
+            continue
+        if n is not None and (d != n if n > 0 else d < -n):
+            return False
+        nxt[k] = d + 1
+    return True
 
 
 def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
@@ -59,8 +102,12 @@ def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
         "int-send-skip": [],
         "int-nonmonotonic-send": [],
     }
+    committed = logs.committed
+    keys = logs.keys
     for r in p.ops:
-        if r.reads:
+        # most ops read consecutive runs and send in order: those are let through
+        # by a cheap check, the rest are judged pair by pair
+        if r.reads and not _reads_consecutive(r.reads):
             for k, runs in read_positions(logs, r).items():
                 if k in r.rebalanced or runs_consecutive(runs):
                     continue
@@ -85,8 +132,9 @@ def internal(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
                 )
         # a failed (or never committed) op's records were aborted: where its sends
         # went says nothing about order (a retry may put the same values elsewhere)
-        if len(r.writes) > 1 and logs.committed[r.id]:
-            for k, lst in _positions(logs, r.writes).items():
+        writes = r.writes
+        if len(writes) > 1 and committed[r.id] and not _sends_in_order(keys, writes):
+            for k, lst in _positions(logs, writes).items():
                 if len(lst) < 2:
                     continue
                 _pairs(
@@ -122,7 +170,8 @@ def _pairs(
         delta = d2 - d1
         if delta == 1 or (delta > 1 and j2 - j1 > 1):  # a skip across an unplaced record
             continue
-        o1, o2 = _off(logs, k, d1), _off(logs, k, d2)
+        kl = logs.keys[k]
+        o1, o2 = kl.offsets[d1], kl.offsets[d2]
         ex: Example = {
             "key": k,
             "values": [v1, v2],
@@ -131,7 +180,7 @@ def _pairs(
             "ops": [r.index],
         }
         if delta > 1:
-            sk = _skipped(logs, k, d1 + 1, d2)
+            sk = kl.values[d1 + 1 : d2]  # the values between them
             ex["skipped"] = sk[:32]
             if len(skips) < limit * 4:
                 if kind == "poll":
@@ -161,19 +210,27 @@ def _pairs(
             nonmono.append(ex)
 
 
-def _by_process(p: Prepared) -> dict[Any, list[OpRec]]:
-    """Each process's ops in completion order (never-completed ops at their invocation)."""
-    out: dict[Any, list[OpRec]] = {}
+def _completion_order(p: Prepared) -> list[OpRec]:
+    """The ops in completion order (never-completed ops at their invocation)."""
     ops = p.ops
     if any(r.comp_pos is None for r in ops):
-        ops = sorted(ops, key=lambda r: r.inv_pos if r.comp_pos is None else r.comp_pos)
-    for r in ops:
-        lst = out.get(r.process)
-        if lst is None:
-            out[r.process] = [r]
-        else:
-            lst.append(r)
-    return out
+        return sorted(ops, key=lambda r: r.inv_pos if r.comp_pos is None else r.comp_pos)
+    return ops
+
+
+def _process_major(walk: list[OpRec], found: list[tuple[Any, _T]]) -> list[_T]:
+    """The items found along `walk`, each tagged with its op's process, regrouped
+    process by process (processes in the order they first appear in the walk, each
+    one's items in walk order): the order a walk over each process's ops in turn
+    would have found them in.
+
+    (polls and sends walk the ops once, in order, with a state per process: walking
+    them process by process instead reads memory out of order, at twice the cost.)
+    """
+    if len({proc for proc, _x in found}) > 1:
+        rank = {proc: i for i, proc in enumerate(dict.fromkeys(map(_process, walk)))}
+        found = sorted(found, key=lambda f: rank[f[0]])  # stable
+    return [x for _proc, x in found]
 
 
 def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
@@ -188,71 +245,94 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
     keeps those still named, a crash forgets the process, rebalanced keys (its
     rebalance_log) are forgotten for the op that reports them.
     """
-    skips: list[Example] = []
-    nonmono: list[Example] = []
     ops = p.ops
-    for _proc, rs in _by_process(p).items():
-        state: dict[
-            str, tuple[int, int, int, int | None]
-        ] = {}  # key -> (lo, hi, op id, failed op id)
-        for r in rs:
-            f = r.f
-            if f in ("assign", "subscribe"):
-                if r.type == "fail":
-                    continue
-                if r.seek or r.keys is None:
-                    state = {}
-                else:
-                    ks = set(r.keys)
-                    state = {k: s for k, s in state.items() if k in ks}
+    walk = _completion_order(p)
+    # process -> key -> (lo, hi, op id, failed op id)
+    states: dict[Any, dict[str, tuple[int, int, int, int | None]]] = {}
+    # (process, (key, op id of lo, op, lo, hi, first position read, failed op id))
+    found: list[tuple[Any, tuple[str, int, OpRec, int, int, int, int | None]]] = []
+    for r in walk:
+        f = r.f
+        if f in ("assign", "subscribe"):
+            if r.type == "fail":
                 continue
-            if f == "crash":
-                state = {}
-                continue
+            if r.seek or r.keys is None:
+                states[r.process] = {}
+            else:
+                ks = set(r.keys)
+                kept = states.get(r.process, {})
+                states[r.process] = {k: s for k, s in kept.items() if k in ks}
+            continue
+        if f == "crash":
+            states[r.process] = {}
+            continue
+        reads = r.reads
+        if not reads and not r.rebalanced:
+            continue
+        state = states.get(r.process)
+        if state is None:
+            state = states[r.process] = {}
+        if r.rebalanced:
             for k in r.rebalanced:  # reassigned during this op, whatever its outcome
                 state.pop(k, None)
-            if not r.reads:
-                continue
-            pos = read_positions(logs, r)
-            if r.type != "ok":
-                for k, runs in pos.items():
+        if not reads:
+            continue
+        if r.type != "ok":
+            if state:  # else there is nothing to extend
+                for k, (_f, _l, top) in _spans(reads).items():
                     s = state.get(k)
                     if s is None:
                         continue
-                    _f, _l, top = run_first_last_max(runs)
                     if top is not None and top > s[1]:  # the op that read furthest
                         state[k] = (s[0], top, s[2], r.id)
+            continue
+        rid = r.id
+        rebalanced = r.rebalanced
+        for k, (d1, dl, _top) in _spans(reads).items():
+            if dl is None:  # no record of k placed (nor d1): forget where it was
+                state.pop(k, None)
                 continue
-            for k, runs in pos.items():
-                s = state.get(k)
-                if k in r.rebalanced:
-                    s = None
-                d1, dl, _top = run_first_last_max(runs)
-                if s is not None and d1 is not None:
-                    lo, hi, last_id, failed_id = s
-                    if d1 <= lo or d1 > hi + 1:
-                        prev = ops[last_id]
-                        v1, i1 = _first_placed(logs, r, k)
-                        ex = _poll_example(
-                            logs,
-                            k,
-                            prev,
-                            r,
-                            lo,
-                            hi,
-                            d1,
-                            v1,
-                            i1,
-                            failed_id,
-                            p,
-                            len(skips) < limit * 4 if d1 > lo else len(nonmono) < limit * 4,
-                        )
-                        (nonmono if d1 <= lo else skips).append(ex)
-                if dl is not None:
-                    state[k] = (dl, dl, r.id, None)
-                else:
-                    state.pop(k, None)
+            assert d1 is not None
+            s = state.get(k)
+            if s is not None and (d1 <= s[0] or d1 > s[1] + 1) and k not in rebalanced:
+                lo, hi, last_id, failed_id = s
+                found.append((r.process, (k, last_id, r, lo, hi, d1, failed_id)))
+            state[k] = (dl, dl, rid, None)
+    skips: list[Example] = []
+    nonmono: list[Example] = []
+    for k, last_id, r, lo, hi, d1, failed_id in _process_major(walk, found):
+        lst = skips if d1 > lo else nonmono
+        v1, i1 = _first_placed(logs, r, k)
+        lst.append(
+            _poll_example(
+                logs, k, ops[last_id], r, lo, hi, d1, v1, i1, failed_id, p, len(lst) < limit * 4
+            )
+        )
     return {"poll-skip": skips, "nonmonotonic-poll": nonmono}
+
+
+def _spans(reads: tuple[Chunk, ...]) -> dict[str, tuple[int | None, int | None, int | None]]:
+    """key -> (first, last, max) known position among the records of `reads`, keys in
+    the order first read: run_first_last_max of each key's runs, without the lists."""
+    out: dict[str, tuple[int | None, int | None, int | None]] = {}
+    for c in reads:
+        k = c[0]
+        ps = c[1]
+        f: int | None
+        last: int | None
+        top: int | None
+        if type(ps) is range:
+            f = ps[0]
+            last = top = ps[-1]
+        else:
+            f, last, top = run_first_last_max([ps])
+        s = out.get(k)
+        if s is None or s[0] is None:  # the key's first run, or the first with a known position
+            out[k] = (f, last, top)
+        elif f is not None:
+            assert top is not None and s[2] is not None
+            out[k] = (s[0], last, top if top > s[2] else s[2])
+    return out
 
 
 def _first_placed(logs: Logs, r: OpRec, k: str) -> tuple[Any, int]:
@@ -322,52 +402,118 @@ def _poll_example(
     return ex
 
 
+def _send_ends(keys: dict[str, KeyLog], writes: tuple[Any, ...]) -> dict[str, list[Any] | None]:
+    """key -> [position, value, micro-op index] of the op's first placed send to the key
+    followed by [position, value] of its last placed one (positions as _positions gives
+    them), or None when no send to the key is placed; keys in the order first sent to."""
+    out: dict[str, list[Any] | None] = {}
+    for k, v, o, i in writes:
+        kl = keys.get(k)
+        d = None
+        if kl is not None:  # KeyLog.pos, inlined
+            if o is not None:
+                d = kl.dense.get(o)
+            if d is None:
+                d = kl.first.get(v)
+        e = out.get(k)
+        if d is None:
+            if k not in out:
+                out[k] = None
+        elif e is None:
+            out[k] = [d, v, i, d, v]
+        else:
+            e[3] = d
+            e[4] = v
+    return out
+
+
 def sends(p: Prepared, logs: Logs, limit: int) -> list[Example]:
     """nonmonotonic-send: a producer's next send to a key lands at or before its previous one."""
-    out: list[Example] = []
-    ops = p.ops
-    for _proc, rs in _by_process(p).items():
-        state: dict[str, tuple[int, int, Any]] = {}  # key -> (position, op id, value)
-        for r in rs:
-            if r.f == "crash":
-                state = {}
-                continue
-            if not r.writes or r.type == "fail":
-                continue
-            if r.type == "info" and not logs.committed[r.id]:
-                continue
-            for k, lst in _positions(logs, r.writes).items():
-                known = [(d, v, i) for d, v, _o, i in lst if d is not None]
-                if not known:
+    keys = logs.keys
+    committed = logs.committed
+    walk = _completion_order(p)
+    # process -> key -> (position, op id, value) of its last send
+    states: dict[Any, dict[str, tuple[int, int, Any]]] = {}
+    # (process, (op, key, the previous send's state, position, value, micro-op index))
+    found: list[tuple[Any, tuple[OpRec, str, tuple[int, int, Any], int, Any, int]]] = []
+    for r in walk:
+        if r.f == "crash":
+            states[r.process] = {}
+            continue
+        writes = r.writes
+        if not writes or r.type == "fail":
+            continue
+        if r.type == "info" and not committed[r.id]:
+            continue
+        state = states.get(r.process)
+        if state is None:
+            state = states[r.process] = {}
+        rid = r.id
+        if len(set(map(_key, writes))) == len(writes):
+            # each key sent to once (most ops): its first send is its last
+            for k, v, o, i in writes:
+                kl = keys.get(k)
+                if kl is None:
                     continue
-                d1, v1, i1 = known[0]
+                d = None if o is None else kl.dense.get(o)  # KeyLog.pos, inlined
+                if d is None:
+                    d = kl.first.get(v)
+                    if d is None:
+                        continue
                 s = state.get(k)
-                if s is not None and d1 <= s[0]:
-                    prev = ops[s[1]]
-                    kl = logs.keys[k]
-                    ex: Example = {
-                        "key": k,
-                        "values": [s[2], v1],
-                        "offsets": [kl.offsets[s[0]], kl.offsets[d1]],
-                        "delta": d1 - s[0],
-                        "ops": [prev.index, r.index],
-                        "process": r.process,
-                    }
-                    if len(out) < limit * 4:
-                        ex["explanation"] = (
-                            f"Process {r.process}'s {op_name(prev)} sent value {val(s[2])} to key "
-                            f"{k}, which landed at offset {kl.offsets[s[0]]}; its next send to "
-                            f"that key, value {val(v1)} in {op_name(r)} (micro-op {i1}), landed "
-                            + (
-                                f"at that same offset {kl.offsets[d1]}"
-                                if d1 == s[0]
-                                else f"at offset {kl.offsets[d1]}, before it"
-                            )
-                            + ". One producer's records must land in the order it sent them."
-                        )
-                    out.append(ex)
-                # the next op is compared with this one's last send, wherever it
-                # landed (Jepsen's rule): a pair is always two consecutive sends
-                dl, vl, _il = known[-1]
-                state[k] = (dl, r.id, vl)
-    return out
+                if s is not None and d <= s[0]:
+                    found.append((r.process, (r, k, s, d, v, i)))
+                state[k] = (d, rid, v)
+            continue
+        for k, ends in _send_ends(keys, writes).items():
+            if ends is None:
+                continue
+            d1, v1, i1, dl, vl = ends
+            s = state.get(k)
+            if s is not None and d1 <= s[0]:
+                found.append((r.process, (r, k, s, d1, v1, i1)))
+            # the next op is compared with this one's last send, wherever it
+            # landed (Jepsen's rule): a pair is always two consecutive sends
+            state[k] = (dl, rid, vl)
+    return [
+        _send_example(p, logs, r, k, s, d1, v1, i1, n < limit * 4)
+        for n, (r, k, s, d1, v1, i1) in enumerate(_process_major(walk, found))
+    ]
+
+
+def _send_example(
+    p: Prepared,
+    logs: Logs,
+    r: OpRec,
+    k: str,
+    s: tuple[int, int, Any],
+    d1: int,
+    v1: Any,
+    i1: int,
+    explain: bool,
+) -> Example:
+    """Op r's first send to key k, v1 at position d1 (micro-op i1), landed at or before
+    s, the (position, op id, value) of the process's previous send to k."""
+    prev = p.ops[s[1]]
+    kl = logs.keys[k]
+    ex: Example = {
+        "key": k,
+        "values": [s[2], v1],
+        "offsets": [kl.offsets[s[0]], kl.offsets[d1]],
+        "delta": d1 - s[0],
+        "ops": [prev.index, r.index],
+        "process": r.process,
+    }
+    if explain:
+        ex["explanation"] = (
+            f"Process {r.process}'s {op_name(prev)} sent value {val(s[2])} to key "
+            f"{k}, which landed at offset {kl.offsets[s[0]]}; its next send to "
+            f"that key, value {val(v1)} in {op_name(r)} (micro-op {i1}), landed "
+            + (
+                f"at that same offset {kl.offsets[d1]}"
+                if d1 == s[0]
+                else f"at offset {kl.offsets[d1]}, before it"
+            )
+            + ". One producer's records must land in the order it sent them."
+        )
+    return ex

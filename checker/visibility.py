@@ -8,11 +8,12 @@ an "explanation"), in no particular order; results.py ranks and trims them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import filterfalse, islice
 from operator import itemgetter
 from typing import Any
 
 from .explain import offset_text, op_name, val, values_text
-from .logs import Logs, iter_reads
+from .logs import KeyLog, Logs, iter_reads
 from .prepare import OpRec, Prepared
 
 Example = dict[str, Any]
@@ -108,6 +109,7 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
     writer was even invoked lies before it in the log.
     """
     out: list[Example] = []
+    ops = p.ops
     explained_keys: dict[str, OpRec | None] = {}
     for k in sorted(p.ok_reads):
         reads = p.ok_reads[k]
@@ -115,18 +117,13 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
         writers = p.writer_of.get(k, {})
         # --- by log position
         if kl is not None:
-            bound = -1
-            vmax: Any = None
-            for v in reads:
-                d = kl.first.get(v)
-                if d is not None and d > bound:
-                    bound, vmax = d, v
+            bound, vmax = _furthest_read(k, kl, reads, logs.conflicts)
             # where ok ops actually read: a duplicate read at a later offset counts
             top = kl.dense.get(p.ok_top.get(k, -1))
             if top is not None and top > bound:
                 bound, vmax = top, kl.values[top]
             if bound >= 0:
-                cand = set(kl.values[: bound + 1])
+                cand = set(filterfalse(reads.__contains__, islice(kl.values, bound + 1)))
                 for (ck, co), vs in logs.conflicts.items():
                     if ck == k and kl.dense[co] <= bound:
                         cand |= vs
@@ -171,13 +168,15 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
         unplaced = writers.keys() - reads
         if kl is not None:
             unplaced -= kl.first.keys()
-        if not unplaced:
-            continue
+        if not any(
+            ops[writers[v]].type == "ok" and ops[writers[v]].comp_pos is not None for v in unplaced
+        ):
+            continue  # none can be judged (the loop below skips each): the search is spared
         latest: tuple[int, Any, int] | None = None  # (invoke pos of writer, value, writer id)
         for v in reads:
             w = writers.get(v)
             if w is not None:
-                ip = p.ops[w].inv_pos
+                ip = ops[w].inv_pos
                 if latest is None or ip > latest[0]:
                     latest = (ip, v, w)
         if latest is None:
@@ -207,15 +206,38 @@ def lost_writes(p: Prepared, logs: Logs, limit: int) -> list[Example]:
     return out
 
 
+def _furthest_read(
+    k: str, kl: KeyLog, reads: set[Any], conflicts: dict[tuple[str, int], set[Any]]
+) -> tuple[int, Any]:
+    """(bound, value): the furthest first (dense) position of a value of `reads`, and
+    the first value in the set's order that first sits there; (-1, None) if none does."""
+    if not any(ck == k for ck, _o in conflicts):
+        # One value per position: the answer is the highest position whose value was
+        # read and first sits there. Walked down from the end of the log, it is near.
+        values, first = kl.values, kl.first
+        for d in range(len(values) - 1, -1, -1):
+            v = values[d]
+            if v in reads and first[v] == d:
+                return d, v
+        return -1, None
+    bound = -1
+    vmax: Any = None
+    for v in reads:
+        fd = kl.first.get(v)
+        if fd is not None and fd > bound:
+            bound, vmax = fd, v
+    return bound, vmax
+
+
 def unseen(p: Prepared, limit: int) -> list[Example]:
     """Per key: values sent by ok ops that no ok op ever read."""
     per_key: dict[str, list[tuple[Any, int, int | None]]] = {}
+    ok_reads = p.ok_reads
     for r in p.ops:
-        if r.type != "ok" or not r.writes:
+        if r.type != "ok":
             continue
         for k, v, o, _i in r.writes:
-            s = p.ok_reads.get(k)
-            if s is None or v not in s:
+            if v not in ok_reads.get(k, _EMPTY):
                 per_key.setdefault(k, []).append((v, r.id, o))
     out: list[Example] = []
     for k in sorted(per_key, key=lambda k: -len(per_key[k])):
@@ -248,10 +270,11 @@ def unseen(p: Prepared, limit: int) -> list[Example]:
 def g1a(p: Prepared, logs: Logs, limit: int) -> list[Example]:
     """Ok ops that read a value only a failed (aborted) op wrote."""
     failed: dict[str, set[Any]] = {}
+    writer_of = p.writer_of
     for r in p.ops:
         if r.type == "fail":
             for k, v, _o, _i in r.writes:
-                if p.writer_of[k].get(v) == r.id:
+                if writer_of[k].get(v) == r.id:
                     failed.setdefault(k, set()).add(v)
     bad = {k: vs & p.ok_reads[k] for k, vs in failed.items() if k in p.ok_reads}
     bad = {k: vs for k, vs in bad.items() if vs}
