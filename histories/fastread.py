@@ -16,6 +16,9 @@ decodes anything and the strict reader reads every line.
 Two conversions of a decoded line: :func:`to_op` gives the :class:`Op` the rest
 of ktrial reads; :func:`to_flat` gives the checker a client data op as a
 :class:`Flat` (its effects, no Op/Send/Poll objects) and anything else as an Op.
+:func:`op_block` and :func:`flat_block` convert a whole decoded block the same way,
+all or nothing. Reading a 1,000,000-op history, the conversion cost more than the
+decoding, so :func:`flat_block` is one loop with no call per op or micro-op.
 """
 
 from __future__ import annotations
@@ -50,7 +53,6 @@ _DATA_FS = frozenset(DATA_FS)
 _LISTED_KEYS = frozenset({"assign", "subscribe"})
 _first = itemgetter(0)
 _second = itemgetter(1)
-_INT_KEYS: dict[int, str] = {}
 _tnew = tuple.__new__
 
 
@@ -58,16 +60,25 @@ class _Unusual(Exception):
     """A line the strict reader must read (it says what is wrong, if anything)."""
 
 
-def _int_key(k: int) -> str:
-    """str(k), shared: a history names a handful of keys millions of times."""
-    s = _INT_KEYS.get(k)
-    if s is None:
-        if not INT64_MIN <= k <= INT64_MAX:
-            raise _Unusual  # the strict reader's JSON parser reads it as a float
-        s = str(k)
-        if len(_INT_KEYS) < 65536:
-            _INT_KEYS[k] = s
-    return s
+class _Keys(dict[int | str, str]):
+    """A micro-op's key as the readers spell it -- str(k) of an int, sys.intern of a
+    str -- shared: a history names a handful of keys millions of times. `_KEYS[k]`
+    costs one dict lookup; an int key beyond 64 bits raises _Unusual (the strict
+    reader's JSON parser reads it as a float)."""
+
+    def __missing__(self, k: int | str) -> str:
+        if isinstance(k, str):
+            s = _intern(k)
+        elif INT64_MIN <= k <= INT64_MAX:
+            s = str(k)
+        else:
+            raise _Unusual
+        if len(self) < 65536:
+            self[k] = s
+        return s
+
+
+_KEYS = _Keys()
 
 
 if msgspec is not None:
@@ -91,17 +102,23 @@ if msgspec is not None:
 
         records: dict[str, list[tuple[_Offset | None, _Int | str]]] | None = None
 
-    class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    class _Line(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False):
         """The documented fields; any other field sends the line to the strict reader,
         which keeps it in Op.extra. `value` holds micro-ops for data ops, keys for
         assign/subscribe, and what nemesis ops write; which one is checked on
-        conversion, once `f` and `process` are known."""
+        conversion, once `f` and `process` are known.
 
-        type: str
-        f: str
-        process: int | str
+        The fields are in the order ktrial writes them: msgspec looks each key up
+        starting after the field the previous key matched. type, process and index
+        are checked on conversion, not here: a line may repeat a field (the last one
+        counts, for both readers), and a decoder that refused an earlier spelling,
+        such as ":ok", would send the line to the strict reader."""
+
         index: int | msgspec.UnsetType = msgspec.UNSET
         time: _Time = 0
+        process: int | str
+        type: str
+        f: str
         value: list[_SendM | _PollM | int | str] | dict[str, Any] | str | None = None
         error: Any = None
         node: Any = msgspec.UNSET
@@ -154,20 +171,17 @@ def decode_line(raw: bytes) -> Any:
         return None
 
 
-def _key(k: int | str) -> str:
-    return _INT_KEYS.get(k) or _int_key(k) if type(k) is int else _intern(k)  # type: ignore[arg-type]
-
-
 def _send(m: Any) -> tuple[str, Any, int | None]:
     """(key, value, offset) of a decoded send micro-op; a negative offset (Queen's -1)
-    is unknown. Raises _Unusual for an int value beyond 64 bits (the strict reader's)."""
+    is unknown. Raises _Unusual for an int value beyond 64 bits (the strict reader's).
+    (:func:`flat_block` has this inline.)"""
     v = m.value
     if type(v) is tuple:
         o = v[0]
-        return _key(m.key), v[1], None if o is not None and o < 0 else o
+        return _KEYS[m.key], v[1], None if o is not None and o < 0 else o
     if type(v) is int and not INT64_MIN <= v <= INT64_MAX:
         raise _Unusual
-    return _key(m.key), v, None
+    return _KEYS[m.key], v, None
 
 
 def _index_time(d: Any, fallback_index: int) -> tuple[int, int]:
@@ -293,61 +307,132 @@ def fast_op(raw: bytes, fallback_index: int) -> Op | None:
     return None if d is None else to_op(d, fallback_index)
 
 
-def _effects(value: list[Any]) -> tuple[tuple[Effect, ...], list[ReadRun]] | None:
-    writes: list[Effect] = []
-    reads: list[ReadRun] = []
-    for i, m in enumerate(value):
-        tm = type(m)
-        if tm is _SendM:
-            writes.append((*_send(m), i))
-        elif tm is _PollM:
-            recs = m.records
-            if recs:
-                for rk, pairs in recs.items():
-                    if pairs:
-                        reads.append(
-                            (i, _intern(rk), list(map(_first, pairs)), list(map(_second, pairs)))
-                        )
-        else:
+def op_block(lines: list[Any], first_index: int) -> list[Op] | None:
+    """The Ops of a block's decoded lines (the first one's fallback index given), or
+    None if any line is unusual (read the block line by line)."""
+    out: list[Op] = []
+    append = out.append
+    n = first_index
+    for d in lines:
+        op = to_op(d, n)
+        if op is None:
             return None
-    return tuple(writes), reads
+        append(op)
+        n += 1
+    return out
 
 
 def to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
     """A decoded line for the checker: a client data op as a Flat, anything else as an
     Op; None if it is unusual (use the strict reader)."""
+    out = flat_block([d], fallback_index)
+    return None if out is None else out[0]
+
+
+def flat_block(lines: list[Any], first_index: int) -> list[Flat | Op] | None:
+    """:func:`to_flat` of each of a block's decoded lines (the first one's fallback
+    index given), or None if any line is unusual (read the block line by line).
+
+    One loop, no call per client data op or micro-op: this conversion is most of the
+    cost of reading a history. It checks what :func:`_to_op` checks for a data op,
+    with its value turned into effects instead of Send/Poll micro-ops:
+    a send is (key, value, offset or None, micro-op index) -- a negative offset
+    (Queen's -1) is unknown -- and each key a poll read records of is (micro-op
+    index, key, offsets, values).
+    """
+    out: list[Flat | Op] = []
+    append = out.append
+    keys = _KEYS
+    n = first_index
     try:
-        return _to_flat(d, fallback_index)
-    except _Unusual:
+        for d in lines:
+            f = d.f
+            process = d.process
+            if f not in _DATA_FS or process == NEMESIS:  # rare: assign, nemesis ops
+                op = _to_op(d, n)
+                if op is None:
+                    return None
+                append(op)
+                n += 1
+                continue
+            # _header's checks (f is send, poll or txn): plain spellings, 64-bit ints
+            typ = d.type
+            if typ not in _OP_TYPES:
+                return None
+            if type(process) is str:
+                if process[:1] == ":":
+                    return None
+            elif not INT64_MIN <= process <= INT64_MAX:
+                return None
+            index = d.index
+            if index is _UNSET:
+                index = n
+            elif not INT64_MIN <= index <= INT64_MAX:
+                return None
+            error = d.error
+            if error is not None and _big_int(error):
+                return None
+            value = d.value
+            reads: list[ReadRun] = []
+            if type(value) is list:
+                sends: list[Effect] = []
+                i = 0  # the micro-op's index in the op
+                for m in value:
+                    tm = type(m)
+                    if tm is _SendM:
+                        v = m.value
+                        if type(v) is tuple:  # the completion's [offset, value]
+                            o, v = v
+                            sends.append(
+                                (keys[m.key], v, None if o is not None and o < 0 else o, i)
+                            )
+                        elif type(v) is int and not INT64_MIN <= v <= INT64_MAX:
+                            return None  # the strict reader's JSON parser reads a float
+                        else:
+                            sends.append((keys[m.key], v, None, i))
+                    elif tm is _PollM:
+                        recs = m.records
+                        if recs:
+                            for rk, pairs in recs.items():
+                                if pairs:  # (offset, value) tuples
+                                    offsets = list(map(_first, pairs))
+                                    reads.append(
+                                        (i, _intern(rk), offsets, list(map(_second, pairs)))
+                                    )
+                    else:  # a bare int or str: not a micro-op
+                        return None
+                    i += 1  # noqa: SIM113 (enumerate is slower here)
+                writes = tuple(sends)
+            elif value is None:
+                writes = ()
+            else:
+                return None
+            t = d.time
+            extra = None
+            if (
+                d.node is not _UNSET
+                or d.poll_ms is not _UNSET
+                or d.rebalance_log is not _UNSET
+                or d.seek_to_beginning is not _UNSET
+            ):
+                extra = _extra(d)
+            append(
+                _tnew(
+                    Flat,
+                    (
+                        index,
+                        t if type(t) is int else int(t),
+                        process,
+                        typ,
+                        f,
+                        writes,
+                        reads,
+                        error,
+                        extra,
+                    ),
+                )
+            )
+            n += 1
+    except _Unusual:  # an int key beyond 64 bits
         return None
-
-
-def _to_flat(d: Any, fallback_index: int) -> Flat | Op | None:
-    process = d.process
-    if d.f not in _DATA_FS or process == NEMESIS:
-        return _to_op(d, fallback_index)
-    if not _header(d) or (d.error is not None and _big_int(d.error)):
-        return None
-    value = d.value
-    if not value:
-        if value is not None and type(value) is not list:
-            return None
-        writes: tuple[Effect, ...] = ()
-        reads: list[ReadRun] = []
-    elif type(value) is list:
-        eff = _effects(value)
-        if eff is None:
-            return None
-        writes, reads = eff
-    else:
-        return None
-    index, t = _index_time(d, fallback_index)
-    extra = None
-    if (
-        d.node is not _UNSET
-        or d.poll_ms is not _UNSET
-        or d.rebalance_log is not _UNSET
-        or d.seek_to_beginning is not _UNSET
-    ):
-        extra = _extra(d)
-    return _tnew(Flat, (index, t, process, d.type, d.f, writes, reads, d.error, extra))
+    return out

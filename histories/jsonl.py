@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import orjson
 
-from .fastread import decode_block, decode_line, to_flat, to_op
+from .fastread import decode_block, decode_line, flat_block, op_block
 from .model import (
     DATA_FS,
     INT64_MAX,
@@ -124,20 +124,25 @@ def iter_history(path: str | os.PathLike[str]) -> Iterator[Op]:
     A last line that is not valid JSON and not newline-terminated is torn: it
     is skipped with a TornLineWarning.
     """
-    return _read(path, to_op)  # type: ignore[arg-type]
+    return _read(path, op_block)
 
 
 def iter_flat(path: str | os.PathLike[str]) -> Iterator[Flat | Op]:
     """Like :func:`iter_history`, for the checker: client data ops come as
     :class:`Flat` when they have the common shape (no Op built), the rest as Ops."""
-    return _read(path, to_flat)
+    return _read(path, flat_block)
+
+
+# fastread's op_block or flat_block: the ops of a block's decoded lines (the first one's
+# fallback index given), or None if any line is unusual.
+Convert = Callable[[list[Any], int], list[Any] | None]
 
 
 BOM = b"\xef\xbb\xbf"
 BLOCK = 1 << 16  # bytes per decode call: measured fastest (cache-sized) on 1M-op histories
 
 
-def _read(path: str | os.PathLike[str], convert: Callable[[Any, int], Any]) -> Iterator[Any]:
+def _read(path: str | os.PathLike[str], convert: Convert) -> Iterator[Any]:
     p = Path(path)
     try:
         fh = p.open("rb")
@@ -160,15 +165,11 @@ def _read(path: str | os.PathLike[str], convert: Callable[[Any, int], Any]) -> I
             if not cut:
                 continue
             block = buf[:cut] if rest else buf
-            decoded = decode_block(block)
-            out: list[Any] | None = None
-            if decoded is not None:
-                out = list(map(convert, decoded, range(n, n + len(decoded))))
-                if None in out:  # some line is unusual
-                    out = None
+            decoded = decode_block(block)  # one value per line, or None
+            out = None if decoded is None else convert(decoded, n)
             if out is not None:
                 n += len(out)
-                lineno += block.count(b"\n")
+                lineno += len(out)  # decode_block gave one value per line
                 yield from out
                 continue
             for raw in block.split(b"\n")[:-1]:  # some line is unusual: one at a time
@@ -194,13 +195,13 @@ def _read(path: str | os.PathLike[str], convert: Callable[[Any, int], Any]) -> I
                 yield op
 
 
-def _one_line(p: Path, lineno: int, raw: bytes, n: int, convert: Callable[[Any, int], Any]) -> Any:
+def _one_line(p: Path, lineno: int, raw: bytes, n: int, convert: Convert) -> Any:
     """The op of one line (None for a blank line): the fast path, else the strict reader."""
     d = decode_line(raw)
     if d is not None:
-        op = convert(d, n)
-        if op is not None:
-            return op
+        out = convert([d], n)
+        if out is not None:
+            return out[0]
     if not raw.strip():
         return None
     return _parse_line(p, lineno, raw, n)
