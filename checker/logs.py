@@ -12,10 +12,13 @@ offsets.
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
+from ..histories.model import DATA_FS
 from .prepare import Chunk, OpRec, Prepared
 
 
@@ -69,9 +72,10 @@ def build_logs(p: Prepared) -> Logs:
     ok_reads = p.ok_reads
     committed = [False] * len(p.ops)
     for r in p.ops:
-        if r.type == "ok":
-            committed[r.id] = r.is_data
-        elif r.type == "info" and r.writes and must_have_committed(r, ok_reads):
+        typ = r.type
+        if typ == "ok":
+            committed[r.id] = r.f in DATA_FS  # r.is_data
+        elif typ == "info" and r.writes and must_have_committed(r, ok_reads):
             committed[r.id] = True
             for k, v, o, _i in r.writes:
                 if o is not None:
@@ -79,12 +83,10 @@ def build_logs(p: Prepared) -> Logs:
     keys: dict[str, KeyLog] = {}
     for k, lk in p.raw.items():
         offs = sorted(lk)
-        vals = [lk[o] for o in offs]
-        dense = {o: i for i, o in enumerate(offs)}
+        vals = list(map(lk.__getitem__, offs))
+        dense = dict(zip(offs, count()))
         first: dict[Any, int] = {}
-        for i, v in enumerate(vals):
-            if v not in first:
-                first[v] = i
+        deque(map(first.setdefault, vals, count()), maxlen=0)  # each value's first index
         keys[k] = KeyLog(offs, vals, dense, first, first)
     # Values that also sit at other offsets (conflicting or duplicated) need their
     # true first/last dense positions.
@@ -113,23 +115,31 @@ def build_logs(p: Prepared) -> Logs:
 
 def _finalize(keys: dict[str, KeyLog], p: Prepared) -> None:
     """Turn every chunk's offsets into dense positions (see prepare.Chunk)."""
+    dense_of = {k: kl.dense for k, kl in keys.items()}
     for r in p.ops:
         if not r.reads:
             continue
         out = []
         for k, where, i, vals, inc in r.reads:
-            kl = keys.get(k)
             offs_kept = None
-            if type(where) is list:  # null offsets: place those records by value
+            if type(where) is range:  # consecutive increasing offsets
+                dense = dense_of[k]
+                a = dense[where.start]
+                n = len(where)
+                if dense[where.stop - 1] - a == n - 1:
+                    ps: Any = range(a, a + n)
+                else:
+                    ps = array("q", map(dense.__getitem__, where))
+            elif type(where) is list:  # null offsets: place those records by value
+                kl = keys.get(k)
                 offs_kept = where
-                ps: Any = (
+                ps = (
                     [None] * len(where)
                     if kl is None
                     else [kl.pos(o, v) for o, v in zip(where, vals, strict=True)]  # type: ignore[arg-type]
                 )
             else:
-                assert kl is not None
-                dense = kl.dense
+                dense = dense_of[k]
                 a = dense[where[0]]
                 n = len(where)
                 if inc and dense[where[-1]] - a == n - 1:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import lt, ne
-from typing import Any, cast
+from typing import Any
 
 from ..histories.model import DATA_FS, NEMESIS, Effect, Flat, Op, ReadRun, flatten
 
@@ -182,81 +182,103 @@ class _Folder:
         self.p = p
         self.pending_unseen: dict[str, set[Any]] = {}  # ok-sent values not yet read
 
-    def reads(self, rec: OpRec, runs: list[ReadRun]) -> None:
+    def reads(
+        self, rid: int, typ: str, writes: tuple[Effect, ...], runs: list[ReadRun]
+    ) -> tuple[Chunk, ...]:
+        """Fold op `rid`'s polled records into the logs; its chunks (see Chunk)."""
         p = self.p
-        ok = rec.type == "ok"
-        sent = {(k, v) for k, v, _o, _i in rec.writes} if rec.writes else None
+        raw = p.raw
+        ok_top = p.ok_top
+        ok_reads = p.ok_reads
+        ok = typ == "ok"
+        # key -> values this op sent to it (for precommitted reads)
+        sent: dict[str, set[Any]] | None = None
+        if writes:
+            sent = {}
+            for kk, v, _o, _i in writes:
+                sv = sent.get(kk)
+                if sv is None:
+                    sent[kk] = {v}
+                else:
+                    sv.add(v)
         out: list[Chunk] = []
+        n_records = 0
         for i, k, offs, vals in runs:
             n = len(offs)
-            p.n_read_records += n
+            n_records += n
             if ok:
-                self._ok_read(k, vals)
+                # values an ok op read: into ok_reads, and out of the pending unseen set
+                s = ok_reads.get(k)
+                if s is None:
+                    ok_reads[k] = s = set()
+                n0 = len(s)
+                s.update(vals)
+                if len(s) != n0:
+                    self._seen(k, vals)
             if sent is not None:
-                self._precommitted(rec, sent, k, offs, vals, i)
+                mine = sent.get(k)
+                if mine is not None and not mine.isdisjoint(vals):
+                    self._precommitted(rid, writes, mine, k, offs, vals, i)
             keep = None
             if None in offs:
                 keep = vals
                 for o, v in zip(offs, vals, strict=True):
                     if o is not None:
                         p.add_record(k, o, v)
-                        if ok and o > p.ok_top.get(k, -1):
-                            p.ok_top[k] = o
+                        if ok and o > ok_top.get(k, -1):
+                            ok_top[k] = o
                 inc = False
                 compact: Any = offs
             else:
-                known = cast(list[int], offs)  # no null offset among them
-                if not p.add_records(k, known, vals):
+                known: list[int] = offs  # type: ignore[assignment]  # no null offset
+                # most records are already in the log: compare them in one C-level pass
+                lk = raw.get(k)
+                if (lk is None or list(map(lk.get, known)) != vals) and not p.add_records(
+                    k, known, vals
+                ):
                     keep = vals
                 first, last = known[0], known[-1]
                 inc = n == 1 or all(map(lt, known, islice(known, 1, None)))
                 if ok:
                     top = last if inc else max(known)
-                    if top > p.ok_top.get(k, -1):
-                        p.ok_top[k] = top
+                    if top > ok_top.get(k, -1):
+                        ok_top[k] = top
                 if inc and last - first == n - 1:
                     compact = range(first, last + 1)
                 else:
                     compact = array("q", known)
             out.append((k, compact, i, keep, inc))
-        rec.reads = tuple(out)
+        p.n_read_records += n_records
+        return tuple(out)
 
     def _precommitted(
         self,
-        rec: OpRec,
-        sent: set[tuple[str, Any]],
+        rid: int,
+        writes: tuple[Effect, ...],
+        mine: set[Any],
         k: str,
         offs: list[Any],
         vals: list[Any],
         i: int,
     ) -> None:
-        mine = {v for kk, v in sent if kk == k}
-        if not mine or mine.isdisjoint(vals):
-            return
+        """Records read by the op that sent them (k's values it sent are `mine`)."""
         for o, v in zip(offs, vals, strict=True):
             if v in mine:
-                j = next(jj for kk, vv, _oo, jj in rec.writes if kk == k and vv == v)
-                self.p.precommitted.append((rec.id, k, v, o, i, j))
+                j = next(jj for kk, vv, _oo, jj in writes if kk == k and vv == v)
+                self.p.precommitted.append((rid, k, v, o, i, j))
 
-    def _ok_read(self, k: str, vals: list[Any]) -> None:
-        """Fold values an ok op read into ok_reads, and out of the pending unseen set."""
-        p = self.p
-        s = p.ok_reads.get(k)
-        if s is None:
-            p.ok_reads[k] = s = set()
-        n0 = len(s)
-        s.update(vals)
-        if len(s) != n0:
-            pend = self.pending_unseen.get(k)
-            if pend:
-                hit = pend.intersection(vals)
-                if hit:
-                    pend -= hit
-                    p.unseen_count -= len(hit)
+    def _seen(self, k: str, vals: list[Any]) -> None:
+        """Values first read by an ok op: out of the pending unseen set."""
+        pend = self.pending_unseen.get(k)
+        if pend:
+            hit = pend.intersection(vals)
+            if hit:
+                pend -= hit
+                self.p.unseen_count -= len(hit)
 
-    def sent_ok(self, rec: OpRec) -> None:
+    def sent_ok(self, writes: tuple[Effect, ...]) -> None:
         p = self.p
-        for k, v, _o, _i in rec.writes:
+        for k, v, _o, _i in writes:
             if v in p.ok_reads.get(k, ()):
                 continue
             s = self.pending_unseen.setdefault(k, set())
@@ -278,6 +300,8 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
     writer_of = p.writer_of
     add_record = p.add_record
     unseen_points = p.unseen_points
+    fold_reads = fold.reads
+    sent_ok = fold.sent_ok
     pos = -1
     tmin = tmax = None
     for pos, op in enumerate(ops):
@@ -311,29 +335,19 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
                 inv = None
             else:
                 inv_op = inv[1]
-        rec = OpRec(
-            len(out),
-            op.index,
-            process,
-            typ,
-            f,
-            inv[0] if inv is not None else pos,
-            pos,
-            inv_op.time if inv_op is not None else t,
-            t,
-            error=op.error,
-        )
+        rid = len(out)
+        inv_pos = inv[0] if inv is not None else pos
+        inv_time = inv_op.time if inv_op is not None else t
         if type(op) is Flat:
             writes = op.writes
             if typ != "ok" and inv_op is not None:
                 writes = _merge_writes(writes, inv_op.writes)  # type: ignore[union-attr]
-            rec.writes = writes
+            rebalanced: frozenset[str] = frozenset()
             extra = op.extra
             if extra:
                 rb = extra.get("rebalance_log")
                 if rb:
-                    rec.rebalanced = _rebalanced_keys(rb)
-            rid = rec.id
+                    rebalanced = _rebalanced_keys(rb)
             for k, v, o, _i in writes:
                 wk = writer_of.get(k)
                 if wk is None:
@@ -346,15 +360,34 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
                     wk[v] = rid
                 if typ == "ok" and o is not None:
                     add_record(k, o, v)
-            if op.reads:
-                fold.reads(rec, op.reads)
+            runs = op.reads
+            chunks = fold_reads(rid, typ, writes, runs) if runs else ()
+            rec = OpRec(
+                rid,
+                op.index,
+                process,
+                typ,
+                f,
+                inv_pos,
+                pos,
+                inv_time,
+                t,
+                writes,
+                chunks,
+                rebalanced,
+                None,
+                False,
+                op.error,
+            )
             if typ == "ok":
                 if writes:
-                    fold.sent_ok(rec)
-                if writes or rec.reads:
+                    sent_ok(writes)
+                if writes or chunks:
                     unseen_points.append((t, p.unseen_count))
-        elif f in ("assign", "subscribe"):
-            _consumer_op(p, rec, op, inv_op)  # type: ignore[arg-type]  # Ops: not data ops
+        else:
+            rec = OpRec(rid, op.index, process, typ, f, inv_pos, pos, inv_time, t, error=op.error)
+            if f in ("assign", "subscribe"):
+                _consumer_op(p, rec, op, inv_op)  # type: ignore[arg-type]  # Ops: not data ops
         out.append(rec)
     for inv_pos, inv_op in sorted(pending.values(), key=lambda x: x[0]):
         out.append(_never_completed(len(out), inv_pos, inv_op))
