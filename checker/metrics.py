@@ -35,7 +35,7 @@ def downsample(points: list[tuple[float, float]], n: int = MAX_POINTS) -> list[l
     out: list[list[float]] = []
     for j in range(k):  # k runs of m // k or m // k + 1 points
         chunk = points[j * m // k : (j + 1) * m // k]
-        x, y = max(chunk, key=lambda pt: pt[1])
+        x, y = max(chunk, key=_second)
         out.append([x, y])
     x, y = points[-1]
     out.append([x, y])
@@ -70,19 +70,26 @@ def info_cause(error: Any) -> str:
 def counts_latency(p: Prepared) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
     counts: dict[str, dict[str, int]] = {}
     causes: dict[str, int] = {}
-    lat: dict[str, dict[str, list[float]]] = {}
+    lat: dict[tuple[str, str], list[float]] = {}  # (f, type) -> latencies, in first-seen order
     for r in p.ops:
-        c = counts.get(r.f)
+        f, typ = r.f, r.type
+        c = counts.get(f)
         if c is None:
-            counts[r.f] = c = {"ok": 0, "fail": 0, "info": 0}
-        c[r.type] = c.get(r.type, 0) + 1
-        if r.type == "info" and r.is_data:  # a crash op is info by construction, as in Jepsen
+            counts[f] = c = {"ok": 0, "fail": 0, "info": 0}
+        c[typ] = c.get(typ, 0) + 1
+        if typ == "info" and r.is_data:  # a crash op is info by construction, as in Jepsen
             cause = "never completed" if r.comp_pos is None else info_cause(r.error)
             causes[cause] = causes.get(cause, 0) + 1
         # a completion without an invoke counts as invoked at its own line: no latency
-        if r.comp_time is not None and r.inv_pos != r.comp_pos:
-            lat.setdefault(r.f, {}).setdefault(r.type, []).append((r.comp_time - r.inv_time) / 1e6)
-    latency = {f: {t: _quantiles(xs) for t, xs in by.items()} for f, by in lat.items()}
+        ct = r.comp_time
+        if ct is not None and r.inv_pos != r.comp_pos:
+            xs = lat.get((f, typ))
+            if xs is None:
+                xs = lat[f, typ] = []
+            xs.append((ct - r.inv_time) / 1e6)
+    latency: dict[str, dict[str, dict[str, float]]] = {}
+    for (f, typ), xs in lat.items():
+        latency.setdefault(f, {})[typ] = _quantiles(xs)
     return counts, top_causes(causes), latency
 
 
@@ -117,12 +124,14 @@ def throughput(p: Prepared) -> dict[str, Any]:
     bins: dict[int, int] = {}
     n_data = 0
     for r in p.ops:
-        if r.type != "ok" or r.comp_time is None:
+        ct = r.comp_time
+        if ct is None or r.type != "ok":
             continue
-        by_f[r.f] = by_f.get(r.f, 0) + 1
+        f = r.f
+        by_f[f] = by_f.get(f, 0) + 1
         if r.is_data:
             n_data += 1
-            b = (r.comp_time - t0) // width_ns
+            b = (ct - t0) // width_ns
             bins[b] = bins.get(b, 0) + 1
 
     def rate(n: int) -> float | None:
@@ -158,7 +167,7 @@ def _read_tops(reads: Any) -> dict[str, int | None]:
     """key -> the furthest known position an op read (keys in first-read order).
 
     The same as run_first_last_max(read_positions(...))[2], without the lists: this
-    runs for every ok op of a million-op history.
+    runs for every ok op of a million-op history (realtime_lag inlines it).
     """
     out: dict[str, int | None] = {}
     for c in reads:
@@ -177,59 +186,42 @@ class _Consumer:
     """One consumer's positions for realtime lag, kept so that a poll costs O(log keys),
     not O(keys): a heap of when each key's next record was known to exist (the oldest
     is the stalest key), and the poll times with a decreasing stack of their indices,
-    so the latest poll since any given one is a binary search away."""
+    so the latest poll since any given one is a binary search away.
+
+    realtime_lag works on these fields directly (a million polls: no method calls)."""
+
+    __slots__ = ("desc", "heap", "keys", "seq", "times")
 
     def __init__(self) -> None:
         self.keys: dict[str, tuple[int, float, int, int]] = {}  # k -> (d, since, poll no, seq)
         self.heap: list[tuple[float, int, str]] = []  # (since, seq, key), stale entries too
         self.times: list[int] = []  # poll times, in order
         self.desc: list[int] = []  # indices into times, their times strictly decreasing
-        self.seq = 0
+        self.seq = 0  # a key keeps its first place: ties go to the key assigned or read first
 
     def reset(self) -> None:
         self.keys = {}
         self.heap = []
-
-    def set(self, k: str, d: int, since: float) -> None:
-        cur = self.keys.get(k)
-        seq = cur[3] if cur is not None else self.seq  # a key keeps its first place
-        self.seq += 1
-        self.keys[k] = (d, since, len(self.times), seq)
-        heapq.heappush(self.heap, (since, seq, k))
-
-    def poll(self, t: int) -> None:
-        i = len(self.times)
-        self.times.append(t)
-        while self.desc and self.times[self.desc[-1]] <= t:
-            self.desc.pop()
-        self.desc.append(i)
 
     def latest_since(self, start: int) -> int | None:
         """The largest poll time from poll number `start` on (None: no poll since)."""
         j = bisect_left(self.desc, start)
         return None if j == len(self.desc) else self.times[self.desc[j]]
 
-    def stalest(self) -> tuple[str, float]:
-        """(key, since) of the stalest key: ties go to the key assigned or read first."""
-        h = self.heap
-        while True:
-            since, seq, k = h[0]
-            cur = self.keys.get(k)
-            if cur is not None and cur[1] == since and cur[3] == seq:
-                return k, since
-            heapq.heappop(h)  # superseded
 
+def _known_since(p: Prepared, logs: Logs) -> dict[str, list[float]]:
+    """key -> [earliest time dense position d was known to exist, for each d].
 
-def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
-    t0 = p.first_time or 0
-    # key -> [(max known dense position, completion time), ...] from ok ops
-    known: dict[str, list[tuple[int, int]]] = {}
-    tops: dict[int, dict[str, int | None]] = {}  # op id -> _read_tops, reused below
+    Each ok op's furthest position per key counts, at its completion; recording every
+    position it sent or read gives the same suffix minimum (knowing d+1 exists means d
+    exists too) with less bookkeeping."""
+    inf = float("inf")
     key_logs = logs.keys
+    arrs: dict[str, list[float]] = {}
     for r in p.ops:
-        if r.type != "ok" or r.comp_time is None or not (r.reads or r.writes):
+        t = r.comp_time
+        if t is None or r.type != "ok":
             continue
-        best: dict[str, int] = {}
         for k, v, o, _i in r.writes:
             kl = key_logs.get(k)
             if kl is None:
@@ -237,36 +229,44 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
             d = kl.dense.get(o) if o is not None else None  # KeyLog.pos, inlined
             if d is None:
                 d = kl.first.get(v)
-            if d is not None and d > best.get(k, -1):
-                best[k] = d
-        if r.reads:
-            tops[r.id] = rt = _read_tops(r.reads)
-            for k, d in rt.items():
-                if d is not None and d > best.get(k, -1):
-                    best[k] = d
-        for k, d in best.items():
-            kn = known.get(k)
-            if kn is None:
-                known[k] = [(d, r.comp_time)]
+                if d is None:
+                    continue
+            a = arrs.get(k)
+            if a is None:
+                a = arrs[k] = [inf] * len(kl.values)
+            if t < a[d]:
+                a[d] = t
+        for c in r.reads:
+            k, ps = c[0], c[1]
+            if type(ps) is range:
+                d = ps[-1]
             else:
-                kn.append((d, r.comp_time))
+                d = _top(ps)
+                if d is None:
+                    continue
+            a = arrs.get(k)
+            if a is None:
+                a = arrs[k] = [inf] * len(key_logs[k].values)
+            if t < a[d]:
+                a[d] = t
+    for k, a in arrs.items():
+        a = list(accumulate(reversed(a), min))  # a suffix minimum
+        a.reverse()
+        arrs[k] = a
+    return arrs
+
+
+def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
+    t0 = p.first_time or 0
     # exists[k][d]: earliest time dense position d was known to exist
-    exists: dict[str, list[float]] = {}
-    for k, pairs in known.items():
-        arr = [float("inf")] * len(key_logs[k].values)
-        for d, t in pairs:
-            if t < arr[d]:
-                arr[d] = t
-        # knowing d+1 exists means d exists too: a suffix minimum
-        arr = list(accumulate(reversed(arr), min))
-        arr.reverse()
-        exists[k] = arr
+    exists = _known_since(p, logs)
     per_key: dict[str, float] = {}
     per_proc: dict[Any, float] = {}
     worst: dict[str, Any] = {"key": None, "lag_ms": 0.0, "time_s": 0.0, "process": None}
     worst_raw = 0.0
     pts: list[tuple[float, float]] = []
     inf = float("inf")
+    heappush, heappop = heapq.heappush, heapq.heappop
 
     def since(k: str, d: int) -> float:
         """When the record after position d of key k was first known to exist."""
@@ -276,67 +276,115 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
     def close(c: _Consumer, k: str) -> None:
         """Key k leaves the consumer or moves on: its worst lag while it stayed put
         was at the latest poll since (lag only grows while nothing new is read)."""
-        _d, s0, start, _seq = c.keys[k]
-        t = c.latest_since(start)
+        t = c.latest_since(c.keys[k][2])
         if t is not None:
-            lag = max(0.0, (t - s0) / 1e6)
+            lag = max(0.0, (t - c.keys[k][1]) / 1e6)
             if lag > per_key.get(k, -1.0):
                 per_key[k] = round(lag, 3)
 
+    def set_(c: _Consumer, k: str, d: int) -> None:
+        s = since(k, d)
+        cur = c.keys.get(k)
+        seq = cur[3] if cur is not None else c.seq
+        c.seq += 1
+        c.keys[k] = (d, s, len(c.times), seq)
+        heappush(c.heap, (s, seq, k))
+
     consumers: dict[Any, _Consumer] = {}
     for r in p.ops:
-        c = consumers.get(r.process)
+        proc = r.process
+        c = consumers.get(proc)
         if c is None:
-            c = consumers[r.process] = _Consumer()
-        if r.f == "crash":  # a crash op is info by construction: the client is gone
+            c = consumers[proc] = _Consumer()
+        f = r.f
+        if f == "crash":  # a crash op is info by construction: the client is gone
             for k in c.keys:
                 close(c, k)
             c.reset()
             continue
         if r.type != "ok":
             continue
-        if r.f == "assign":
+        if f == "assign":
             old = c.keys
             keep = {k: old[k][0] for k in (r.keys or ()) if k in old and not r.seek}
             for k in old:
                 close(c, k)
             c.reset()
             for k in r.keys or ():
-                d = keep.get(k, -1)
-                c.set(k, d, since(k, d))
+                set_(c, k, keep.get(k, -1))
             continue
-        if r.f == "subscribe":
+        if f == "subscribe":
             for k in c.keys:
                 close(c, k)
             c.reset()
             continue
-        if not r.reads and r.f != "poll":
+        reads = r.reads
+        if not reads and f != "poll":
             continue  # an empty poll is measured too: a starving consumer is the point
-        cached = tops.get(r.id)
-        for k, d in (cached if cached is not None else _read_tops(r.reads)).items():
-            cur = c.keys.get(k)
+        keys = c.keys
+        times = c.times
+        n_polls = len(times)
+        tops: dict[str, int | None] = {}  # _read_tops(reads), inlined
+        for ch in reads:
+            k, ps = ch[0], ch[1]
+            d = ps[-1] if type(ps) is range else _top(ps)
+            if k not in tops:
+                tops[k] = d
+            elif d is not None:
+                cur_d = tops[k]
+                if cur_d is None or d > cur_d:
+                    tops[k] = d
+        for k, d in tops.items():
+            cur = keys.get(k)
             if cur is None:
-                dd = -1 if d is None else d
-                c.set(k, dd, since(k, dd))
+                seq = c.seq
+                if d is None:
+                    d = -1
             elif d is not None and d > cur[0]:
-                close(c, k)
-                c.set(k, d, since(k, d))
+                seq = cur[3]
+                # close(c, k), inlined: the key moves on
+                desc = c.desc
+                j = bisect_left(desc, cur[2])
+                if j != len(desc):
+                    lag = max(0.0, (times[desc[j]] - cur[1]) / 1e6)
+                    if lag > per_key.get(k, -1.0):
+                        per_key[k] = round(lag, 3)
+            else:
+                continue
+            # set, inlined: since(k, d)
+            known_at = exists.get(k)
+            s = inf if known_at is None or d + 1 >= len(known_at) else known_at[d + 1]
+            c.seq += 1
+            keys[k] = (d, s, n_polls, seq)
+            heappush(c.heap, (s, seq, k))
         t = r.inv_time
-        c.poll(t)
-        if not c.keys:
+        # the poll: its time, and the stack of decreasing times
+        desc = c.desc
+        while desc and times[desc[-1]] <= t:
+            desc.pop()
+        desc.append(n_polls)
+        times.append(t)
+        if not keys:
             pts.append(((t - t0) / 1e9, 0.0))
             continue
-        k_top, s_top = c.stalest()
+        # the stalest key: ties go to the key assigned or read first
+        h = c.heap
+        while True:
+            s_top, seq, k_top = h[0]
+            cur = keys.get(k_top)
+            if cur is not None and cur[1] == s_top and cur[3] == seq:
+                break
+            heappop(h)  # superseded
         top = max(0.0, (t - s_top) / 1e6)
-        if top > per_proc.get(r.process, -1.0):
-            per_proc[r.process] = round(top, 3)
+        if top > per_proc.get(proc, -1.0):
+            per_proc[proc] = round(top, 3)
         if top > worst_raw:  # unrounded: ties go to the earliest poll
             worst_raw = top
             worst = {
                 "key": k_top,
                 "lag_ms": round(top, 3),
                 "time_s": (t - t0) / 1e9,
-                "process": r.process,
+                "process": proc,
             }
         pts.append(((t - t0) / 1e9, round(top, 3)))
     for c in consumers.values():
