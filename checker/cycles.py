@@ -31,6 +31,7 @@ from .graph import (
     WR,
     WW,
     Writers,
+    back_wr_edges,
     candidate_components,
     next_committed_writer,
     ok_completion_positions,
@@ -453,7 +454,7 @@ def find_cycles(
             out.setdefault(name, []).append(ex)
 
     # 1. the bad search: wr + realtime
-    back_wr = list(wr_edges(p, logs, writers, forward=False))
+    back_wr = back_wr_edges(p, logs, writers)
     phi = potentials(p, logs.committed)
     bad_components = [
         c for group in windows(back_wr, phi) for c in candidate_components(p, group, cpos)
@@ -481,7 +482,7 @@ def find_cycles(
         return out, timeouts, stats
 
     # 2. the informational search with ww edges (never decides validity)
-    back = list(ww_edges(writers))
+    back = [] if len(back_wr) > INFO_MAX_EDGES else list(ww_edges(writers))
     if len(back) + len(back_wr) > INFO_MAX_EDGES:
         # Finding components over this many edges costs more than the whole rest of
         # the check, for cycles that cannot change the verdict: say so instead.

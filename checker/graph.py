@@ -19,9 +19,9 @@ as a non-trivial component here. Components are then searched for typed cycles
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any
 
 from .logs import KeyLog, Logs
@@ -110,27 +110,17 @@ def ww_edges(wr: Writers) -> Iterable[tuple[int, int]]:
 
 
 def wr_edges(
-    p: Prepared,
-    logs: Logs,
-    wr: Writers,
-    *,
-    only: Iterable[int] | None = None,
-    forward: bool = True,
+    p: Prepared, logs: Logs, wr: Writers, *, only: Iterable[int] | None = None
 ) -> Iterable[tuple[int, int]]:
-    """Writer of a value -> each committed op that read it (deduplicated per reader).
-
-    With forward=False, edges implied by realtime (an ok writer that completed before
-    the reader was invoked) are left out; the check runs on slices of positions, so
-    the millions of records of old, settled data cost little.
-    """
+    """Writer of a value -> each committed op that read it (deduplicated per reader),
+    for the ops `only` (default: all). :func:`back_wr_edges` gives the edges that
+    realtime does not imply, for the whole history."""
     committed = logs.committed
-    cpos = wr.cpos
     ops = p.ops
     for r in ops if only is None else (ops[i] for i in only):
         if not r.reads or not committed[r.id]:
             continue
         rid = r.id
-        inv = r.inv_pos
         ws: set[int] = set()
         for c in r.reads:
             k = c[0]
@@ -141,7 +131,7 @@ def wr_edges(
                 if wk:
                     for v in c[3]:
                         w = wk.get(v, -1)
-                        if w >= 0 and committed[w] and (forward or cpos[w] >= inv):
+                        if w >= 0 and committed[w]:
                             ws.add(w)
                 continue
             ids = wr.wid.get(k)
@@ -149,26 +139,73 @@ def wr_edges(
                 continue
             ps = c[1]
             if type(ps) is range:
-                if forward:
-                    ws.update(ids[ps.start : ps.stop])
-                    continue
-                sl = wr.wc[k][ps.start : ps.stop]
-                if max(sl) < inv:
-                    continue
-                ws.update(map(ids.__getitem__, compress(ps, map(inv.__le__, sl))))
+                ws.update(ids[ps.start : ps.stop])
             else:
-                if forward:
-                    ws.update(map(ids.__getitem__, ps))
-                    continue
-                wc = wr.wc[k]
-                sl = list(map(wc.__getitem__, ps))
-                if max(sl) < inv:
-                    continue
-                ws.update(map(ids.__getitem__, compress(ps, map(inv.__le__, sl))))
+                ws.update(map(ids.__getitem__, ps))
         ws.discard(-1)
         ws.discard(rid)
         for w in ws:
             yield w, rid
+
+
+def back_wr_edges(p: Prepared, logs: Logs, wr: Writers) -> list[tuple[int, int]]:
+    """The wr edges (as :func:`wr_edges`) that realtime does not imply: those from a
+    writer that was not ok, or completed after the reader was invoked. One pass over
+    every read of the history, on slices of positions, so the millions of records of
+    old, settled data cost little."""
+    committed = logs.committed
+    cpos = wr.cpos
+    writer_of = p.writer_of
+    wid = wr.wid
+    wcs = wr.wc
+    out: list[tuple[int, int]] = []
+    extend = out.extend
+    for r in p.ops:
+        reads = r.reads
+        if not reads or not committed[r.id]:
+            continue
+        inv = r.inv_pos
+        ws: set[int] | None = None  # made on first use: most reads add nothing
+        for c in reads:
+            k = c[0]
+            vals = c[3]
+            if vals is not None:  # values kept: each value's own writer (see wr_edges)
+                wk = writer_of.get(k)
+                if wk:
+                    for v in vals:
+                        w = wk.get(v, -1)
+                        if w >= 0 and committed[w] and cpos[w] >= inv:
+                            if ws is None:
+                                ws = set()
+                            ws.add(w)
+                continue
+            wc = wcs.get(k)
+            if wc is None:
+                continue
+            ps = c[1]
+            if type(ps) is range and ps.start >= 0 and ps.step == 1:
+                a = ps.start
+                b = ps.stop
+                sl = wc[a:b]
+                if max(sl) < inv:
+                    continue
+                if ws is None:
+                    ws = set()
+                # ids[a:b][i] is ids[ps[i]]: the same writers in the same order
+                ws.update(compress(wid[k][a:b], map(inv.__le__, sl)))
+                continue
+            sl = wc[ps.start : ps.stop] if type(ps) is range else list(map(wc.__getitem__, ps))
+            if max(sl) < inv:
+                continue
+            if ws is None:
+                ws = set()
+            ws.update(map(wid[k].__getitem__, compress(ps, map(inv.__le__, sl))))
+        if ws is not None:
+            ws.discard(-1)
+            ws.discard(r.id)
+            if ws:
+                extend(zip(ws, repeat(r.id)))
+    return out
 
 
 def strongly_connected(n: int, adj: list[list[int]]) -> list[list[int]]:
@@ -180,46 +217,47 @@ def strongly_connected(n: int, adj: list[list[int]]) -> list[list[int]]:
     low = [0] * n
     onstack = [False] * n
     stack: list[int] = []
+    push = stack.append
+    pop = stack.pop
     out: list[list[int]] = []
     counter = 0
     for root in range(n):
         if index[root] != -1:
             continue
-        work = [(root, 0)]
         index[root] = low[root] = counter
         counter += 1
-        stack.append(root)
+        push(root)
         onstack[root] = True
+        work = [(root, iter(adj[root]))]
         while work:
-            v, i = work[-1]
-            nbrs = adj[v]
-            if i < len(nbrs):
-                work[-1] = (v, i + 1)
-                w = nbrs[i]
-                if index[w] == -1:
+            v, it = work[-1]
+            for w in it:
+                if index[w] == -1:  # descend; resume v's neighbours after w
                     index[w] = low[w] = counter
                     counter += 1
-                    stack.append(w)
+                    push(w)
                     onstack[w] = True
-                    work.append((w, 0))
-                elif onstack[w] and index[w] < low[v]:
+                    work.append((w, iter(adj[w])))
+                    break
+                if onstack[w] and index[w] < low[v]:
                     low[v] = index[w]
-                continue
-            work.pop()
-            if work:
-                u = work[-1][0]
-                if low[v] < low[u]:
-                    low[u] = low[v]
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    onstack[w] = False
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1:
-                    out.append(comp)
+            else:  # v's neighbours done
+                work.pop()
+                lv = low[v]
+                if work:
+                    u = work[-1][0]
+                    if lv < low[u]:
+                        low[u] = lv
+                if lv == index[v]:
+                    comp = []
+                    while True:
+                        w = pop()
+                        onstack[w] = False
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(comp)
     return out
 
 
@@ -257,14 +295,15 @@ def windows(edges: list[tuple[int, int]], phi: list[int]) -> list[list[tuple[int
         else:
             merged.append([lo, hi])
     starts = [m[0] for m in merged]
+    ends = [m[1] for m in merged]
     groups: list[list[tuple[int, int]]] = [[] for _ in merged]
-    for u, v in edges:
-        a, b = phi[u], phi[v]
-        i = bisect_left(starts, a + 1) - 1
-        if i < 0 or a > merged[i][1]:
+    for e in edges:
+        a = phi[e[0]]
+        i = bisect_right(starts, a) - 1  # the last interval starting at or before a
+        if i < 0 or a > ends[i]:
             continue
-        if merged[i][0] <= b <= merged[i][1]:
-            groups[i].append((u, v))
+        if starts[i] <= phi[e[1]] <= ends[i]:
+            groups[i].append(e)
     return [g for g in groups if g]
 
 
@@ -273,30 +312,33 @@ def candidate_components(
 ) -> list[list[int]]:
     """Op ids of each non-trivial component of data edges + realtime (reduced graph)."""
     ops = p.ops
-    back: list[tuple[int, int]] = []
-    for u, v in edges:
-        if cpos[u] < ops[v].inv_pos:
-            continue  # implied by realtime
-        back.append((u, v))
+    # the others are implied by realtime
+    back = [e for e in edges if cpos[e[0]] >= ops[e[1]].inv_pos]
     if not back:
         return []
+    if len(back) == 1:
+        # One edge u -> v: the only way back from v to u is realtime (v completed
+        # before u was invoked), which is what the general case below finds.
+        u, v = back[0]
+        return [sorted((u, v))] if u != v and cpos[v] < ops[u].inv_pos else []
     active = sorted({x for e in back for x in e})
     node = {op: i for i, op in enumerate(active)}
-    chain_ops = sorted((x for x in active if cpos[x] != NEVER), key=lambda x: cpos[x])
+    chain_ops = sorted([x for x in active if cpos[x] != NEVER], key=cpos.__getitem__)
     chain_pos = [cpos[x] for x in chain_ops]
     na = len(active)
-    n = na + len(chain_ops)
+    nc = len(chain_ops)
+    n = na + nc
     adj: list[list[int]] = [[] for _ in range(n)]
     for u, v in back:
         adj[node[u]].append(node[v])
     for j, x in enumerate(chain_ops):
         adj[node[x]].append(na + j)
-        if j + 1 < len(chain_ops):
+        if j + 1 < nc:
             adj[na + j].append(na + j + 1)
-    for x in active:
+    for i, x in enumerate(active):
         j = bisect_left(chain_pos, ops[x].inv_pos) - 1  # last completion strictly before
         if j >= 0:
-            adj[na + j].append(node[x])
+            adj[na + j].append(i)
     comps = strongly_connected(n, adj)
     out = []
     for c in comps:
