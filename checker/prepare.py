@@ -40,6 +40,8 @@ Chunk = tuple[str, Any, int, "list[Any] | None", Any]
 
 _MISSING = object()
 _RANK = {"fail": 0, "info": 1, "ok": 2}  # who wrote a value sent by several ops
+# the empty key set, shared (`frozenset()` is a new 216-byte object each time)
+NO_KEYS: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -57,7 +59,7 @@ class OpRec:
     comp_time: int | None
     writes: tuple[Effect, ...] = ()
     reads: tuple[Chunk, ...] = ()
-    rebalanced: frozenset[str] = frozenset()
+    rebalanced: frozenset[str] = NO_KEYS
     keys: tuple[str, ...] | None = None  # assign/subscribe value
     seek: bool = False
     error: Any = None
@@ -153,7 +155,7 @@ class Prepared:
 def _rebalanced_keys(log: Any) -> frozenset[str]:
     """`rebalance_log`: a list of events like {"keys": [k, ...]} (Jepsen) or plain keys."""
     if not isinstance(log, list):
-        return frozenset()
+        return NO_KEYS
     out: set[str] = set()
     for ev in log:
         if isinstance(ev, dict):
@@ -342,7 +344,7 @@ def prepare(ops: Iterable[Op | Flat]) -> Prepared:
             writes = op.writes
             if typ != "ok" and inv_op is not None:
                 writes = _merge_writes(writes, inv_op.writes)  # type: ignore[union-attr]
-            rebalanced: frozenset[str] = frozenset()
+            rebalanced = NO_KEYS
             extra = op.extra
             if extra:
                 rb = extra.get("rebalance_log")
