@@ -167,7 +167,7 @@ def _read_tops(reads: Any) -> dict[str, int | None]:
     """key -> the furthest known position an op read (keys in first-read order).
 
     The same as run_first_last_max(read_positions(...))[2], without the lists: this
-    runs for every ok op of a million-op history (realtime_lag inlines it).
+    runs for every ok op of a million-op history.
     """
     out: dict[str, int | None] = {}
     for c in reads:
@@ -324,17 +324,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         keys = c.keys
         times = c.times
         n_polls = len(times)
-        tops: dict[str, int | None] = {}  # _read_tops(reads), inlined
-        for ch in reads:
-            k, ps = ch[0], ch[1]
-            d = ps[-1] if type(ps) is range else _top(ps)
-            if k not in tops:
-                tops[k] = d
-            elif d is not None:
-                cur_d = tops[k]
-                if cur_d is None or d > cur_d:
-                    tops[k] = d
-        for k, d in tops.items():
+        for k, d in _read_tops(reads).items():
             cur = keys.get(k)
             if cur is None:
                 seq = c.seq

@@ -66,6 +66,15 @@ def _reads_consecutive(reads: tuple[Chunk, ...]) -> bool:
     return True
 
 
+def _placed(keys: dict[str, KeyLog], k: str, v: Any, o: int | None) -> int | None:
+    """Dense position of a send to key k (Logs.pos without the method lookups)."""
+    kl = keys.get(k)
+    if kl is None:
+        return None
+    d = None if o is None else kl.dense.get(o)
+    return kl.first.get(v) if d is None else d
+
+
 def _sends_in_order(keys: dict[str, KeyLog], writes: tuple[Any, ...]) -> bool:
     """True when `_pairs` finds nothing in any key of these sends: each placed send of
     a key directly follows the key's previous placed one, or lands anywhere after it
@@ -76,13 +85,7 @@ def _sends_in_order(keys: dict[str, KeyLog], writes: tuple[Any, ...]) -> bool:
     # once an unplaced send came since (then any position at or past it will do)
     nxt: dict[str, int] = {}
     for k, v, o, _i in writes:
-        kl = keys.get(k)
-        d = None
-        if kl is not None:  # KeyLog.pos, inlined
-            if o is not None:
-                d = kl.dense.get(o)
-            if d is None:
-                d = kl.first.get(v)
+        d = _placed(keys, k, v, o)
         n = nxt.get(k)
         if d is None:
             if n is not None and n > 0:
@@ -408,13 +411,7 @@ def _send_ends(keys: dict[str, KeyLog], writes: tuple[Any, ...]) -> dict[str, li
     them), or None when no send to the key is placed; keys in the order first sent to."""
     out: dict[str, list[Any] | None] = {}
     for k, v, o, i in writes:
-        kl = keys.get(k)
-        d = None
-        if kl is not None:  # KeyLog.pos, inlined
-            if o is not None:
-                d = kl.dense.get(o)
-            if d is None:
-                d = kl.first.get(v)
+        d = _placed(keys, k, v, o)
         e = out.get(k)
         if d is None:
             if k not in out:
