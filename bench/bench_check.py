@@ -6,7 +6,7 @@ Usage (from the repository root):
     .venv/bin/python bench/bench_check.py --ops 200000    # a smaller run
     .venv/bin/python bench/bench_check.py --profile       # + cProfile of check_file
 
-The history comes from the correct-log model (ktrial.histories.gen), streamed
+The history comes from the correct-log model (ktrial.testing.gen), streamed
 to disk: 10 keys, plain sends and transactions of 1-4 micro-ops, about 10% of
 ops polls reading many records each, aborts, info ops, crashes, null offsets,
 then a drain. "ops" counts history lines, as DESIGN.md section 2 does (one op
@@ -91,7 +91,7 @@ print('{"seconds": 0}')
 
 
 def bench_params(ops: int, seed: int) -> Any:
-    from ktrial.histories.gen import GenParams
+    from ktrial.testing.gen import GenParams
 
     # Each main-phase op is two lines (invoke + completion); the drain and the
     # assign ops add well under 1%: this lands just above the target line count.
@@ -122,7 +122,7 @@ def bench_params(ops: int, seed: int) -> Any:
 
 
 def generate(path: Path, ops: int, seed: int) -> dict[str, Any]:
-    from ktrial.histories.gen import iter_ops, to_jsonl
+    from ktrial.testing.gen import iter_ops, to_jsonl
 
     t = time.perf_counter()
     n = to_jsonl(iter_ops(bench_params(ops, seed)), path)

@@ -14,7 +14,7 @@ each claim from the raw history lines (never from the checker's own indexes):
 * counts in the text equal the structured counts; skipped values lie strictly
   between the two offsets; keys exist; numbers in the text match the fields.
 
-Histories come from histories/gen.py + every injector of histories/mutate.py, and
+Histories come from testing/gen.py + every injector of testing/mutate.py, and
 from hand-written ones for what mutate.py does not produce (G0/G1c and -realtime
 cycles, int-send-skip, torn transactions, null offsets, eos-*, liveness).
 
@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check_file
 from ktrial.cli import main
-from ktrial.histories import mutate
-from ktrial.histories.gen import GenParams, generate
+from ktrial.testing import mutate
+from ktrial.testing.gen import GenParams, generate
 from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd
 
 Line = dict[str, Any]
@@ -778,7 +778,7 @@ def test_every_claim_of_every_example_is_true_on_injected_faults(name: str, seed
     fault = mutate.INJECTORS[name](g, random.Random(seed))
     assert fault is not None
     from ktrial.checker import check
-    from ktrial.histories.gen import to_ops
+    from ktrial.testing.gen import to_ops
 
     res = check(to_ops(fault.ops), CheckOptions())
     assert fault.expect <= set(res["error_types"])
@@ -803,7 +803,7 @@ def test_informational_examples_of_valid_generated_histories_are_true(seed: int)
     )
     g = generate(params)
     from ktrial.checker import check
-    from ktrial.histories.gen import to_ops
+    from ktrial.testing.gen import to_ops
 
     res = check(to_ops(g.ops), CheckOptions())
     assert res["valid"] is True, res["bad_error_types"]

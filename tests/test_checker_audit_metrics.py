@@ -643,7 +643,7 @@ def _reference(lines: list[Line]) -> tuple[dict[str, dict[str, int]], dict[str, 
 def test_counts_latency_unseen_match_a_naive_reference(
     tmp_path: Path, params: dict[str, Any]
 ) -> None:
-    from ktrial.histories.gen import GenParams, generate
+    from ktrial.testing.gen import GenParams, generate
 
     g = generate(GenParams(ops=150, **params))
     res = run(tmp_path, g.ops)

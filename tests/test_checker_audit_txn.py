@@ -5,7 +5,7 @@ Part 1 hand-writes small histories (commit markers and aborted records leaving o
 holes, fail/info transactions, zombies, Queen's null offsets, retries, the LSO) and
 asserts the exact set of anomaly types, which are bad, the verdict, and what the
 explanations name. Part 2 is a small model of read_committed Kafka of our own
-(independent of histories/gen.py): its histories must check clean, and faults injected
+(independent of testing/gen.py): its histories must check clean, and faults injected
 into it (a consumer returning an aborted record, a committed record that vanishes)
 must be found.
 

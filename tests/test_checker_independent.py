@@ -1,7 +1,7 @@
 """The checker against histories from an independent model of a correct Kafka cluster.
 
-Nothing here uses ktrial's own generator (histories/gen.py) or mutator
-(histories/mutate.py): the point is that histories written by other tools
+Nothing here uses ktrial's own generator (testing/gen.py) or mutator
+(testing/mutate.py): the point is that histories written by other tools
 (Jepsen's kafka workload, Redpanda's or Queen's harnesses, hand-written files)
 are judged correctly. The model below is a small simulation of partitions with
 read_committed consumers, written from DESIGN.md sections 2 and 3 alone:

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from ktrial.checker import CheckOptions, check, options_from_test_json
 from ktrial.checker.liveness import quantiles
 from ktrial.cli import cli
-from ktrial.histories.gen import GenParams, generate
 from ktrial.histories.jsonl import op_from_json
+from ktrial.testing.gen import GenParams, generate
 
 S = 1_000_000_000
 

@@ -1,7 +1,7 @@
-"""Property tests of the checker against the model of a correct log (histories/gen.py).
+"""Property tests of the checker against the model of a correct log (testing/gen.py).
 
 1. Every history the model generates is valid, whatever its shape.
-2. One injected fault (histories/mutate.py) yields exactly the matching bad
+2. One injected fault (testing/mutate.py) yields exactly the matching bad
    anomaly type (plus the types the fault unavoidably implies, listed and
    justified in each injector), and the example explanation names the key and
    value involved.
@@ -26,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ktrial.checker import CheckOptions, check, check_file
-from ktrial.histories.gen import Generated, GenParams, generate, to_jsonl, to_ops
-from ktrial.histories.mutate import INJECTORS, Fault
+from ktrial.testing.gen import Generated, GenParams, generate, to_jsonl, to_ops
+from ktrial.testing.mutate import INJECTORS, Fault
 
 SETTINGS = settings(
     deadline=None,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ktrial.checker.logs import Logs, build_logs
 from ktrial.checker.metrics import MAX_CONSUMERS, _read_tops, downsample, realtime_lag
 from ktrial.checker.prepare import Prepared, prepare
-from ktrial.histories.gen import GenParams, generate, to_ops
+from ktrial.testing.gen import GenParams, generate, to_ops
 
 
 def reference(p: Prepared, logs: Logs) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The history generator (ktrial.histories.gen) is itself a model of a correct log.
+"""The history generator (ktrial.testing.gen) is itself a model of a correct log.
 
 These tests pin down, independently of the checker, that what it produces is
 well-formed and obeys the rules a correct broker obeys (read_committed, no loss,
@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ktrial.histories import iter_history
-from ktrial.histories.gen import GenParams, generate, iter_ops, to_jsonl
+from ktrial.testing.gen import GenParams, generate, iter_ops, to_jsonl
 
 params_st = st.builds(
     GenParams,

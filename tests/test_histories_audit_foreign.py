@@ -35,10 +35,10 @@ from ktrial.checker import CheckOptions, check, check_file
 from ktrial.cli import main
 from ktrial.histories import jsonl
 from ktrial.histories.edn import dump_edn_op, iter_any_history
-from ktrial.histories.gen import GenParams, generate
 from ktrial.histories.jsonl import HistoryError, iter_flat, iter_history, op_from_json
 from ktrial.histories.model import Flat, Op, flatten
-from ktrial.histories.mutate import INJECTORS
+from ktrial.testing.gen import GenParams, generate
+from ktrial.testing.mutate import INJECTORS
 from ktrial.tests.histlines import inv, ok, pl, snd, write
 
 pytest.importorskip("msgspec")

@@ -28,9 +28,9 @@ from ktrial.histories.edn import (
     iter_edn_history,
     loads_edn,
 )
-from ktrial.histories.gen import GenParams, generate, to_jsonl
 from ktrial.histories.jsonl import HistoryError, iter_history
 from ktrial.histories.model import Op, Poll, Send
+from ktrial.testing.gen import GenParams, generate, to_jsonl
 
 DATA = Path(__file__).parent / "data" / "jepsen"
 

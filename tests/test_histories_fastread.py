@@ -168,7 +168,7 @@ def _strict_lines(path: Any) -> list[Op]:
 def test_block_reader_matches_the_strict_reader_line_by_line(tmp_path: Any) -> None:
     """Many 64 KiB blocks, some decoded whole, some holding an unusual line (read one
     line at a time), blank lines, lines longer than a block, no index on some lines."""
-    from ktrial.histories.gen import GenParams, iter_ops
+    from ktrial.testing.gen import GenParams, iter_ops
 
     lines = [orjson.dumps(d) for d in iter_ops(GenParams(seed=3, ops=3000, txn=True))]
     odd = [
@@ -197,7 +197,7 @@ def test_block_reader_matches_the_strict_reader_line_by_line(tmp_path: Any) -> N
 
 
 def test_block_reader_names_the_line_of_a_malformed_op(tmp_path: Any) -> None:
-    from ktrial.histories.gen import GenParams, iter_ops
+    from ktrial.testing.gen import GenParams, iter_ops
 
     lines = [orjson.dumps(d) for d in iter_ops(GenParams(seed=4, ops=3000))]
     lines.insert(2345, b'{"type": "ok", "f": "send", "process": 1, "value": [["send", 1]]}')

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from ktrial.checker import check_file, options_from_test_json
-from ktrial.histories.gen import Generated, GenParams, generate, to_jsonl
-from ktrial.histories.mutate import circular_visibility, duplicate, lost_write
 from ktrial.histories.store import write_json
 from ktrial.report import render_report, write_junit
 from ktrial.report.html import MAX_EXAMPLES, MAX_OPS
+from ktrial.testing.gen import Generated, GenParams, generate, to_jsonl
+from ktrial.testing.mutate import circular_visibility, duplicate, lost_write
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from ktrial.histories.store import write_json
 from ktrial.report import render_report
 from ktrial.report.meanings import KNOWN_TYPES, MEANINGS
 from ktrial.report.plots import downsample
-from ktrial.report.sample import HOSTILE, write_sample_run
+from ktrial.testing.sample import HOSTILE, write_sample_run
 
 
 @pytest.fixture(scope="module")

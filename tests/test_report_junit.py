@@ -9,7 +9,7 @@ from ktrial.histories.store import write_json
 from ktrial.report import write_junit
 from ktrial.report.junit import build_junit
 from ktrial.report.meanings import KNOWN_TYPES
-from ktrial.report.sample import write_sample_run
+from ktrial.testing.sample import write_sample_run
 
 
 def cases(root: ET.Element) -> dict[str, ET.Element]:

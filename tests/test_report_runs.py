@@ -7,7 +7,7 @@ import pytest
 from ktrial.cli import main
 from ktrial.histories.store import create_run, write_json
 from ktrial.report.runs import summarize_store
-from ktrial.report.sample import write_sample_run
+from ktrial.testing.sample import write_sample_run
 
 
 @pytest.fixture(scope="module")

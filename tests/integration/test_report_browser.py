@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ktrial.report import render_report
-from ktrial.report.sample import write_sample_run
+from ktrial.testing.sample import write_sample_run
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

@@ -43,8 +43,8 @@ from typing import Any
 
 import orjson
 
-from .jsonl import op_from_json
-from .model import Op
+from ..histories.jsonl import op_from_json
+from ..histories.model import Op
 
 # Record states in a key's log.
 COMMITTED = 0  # a visible data record

@@ -1,6 +1,6 @@
 """Fault injection into generated histories: one fault in, one anomaly type out.
 
-Each injector takes a valid :class:`~ktrial.histories.gen.Generated` history and
+Each injector takes a valid :class:`~ktrial.testing.gen.Generated` history and
 a seeded :class:`random.Random`, and returns a :class:`Fault`: the mutated op
 list, the bad anomaly types a correct checker must report (``expect``), the
 bad types it may report besides because the fault unavoidably implies them
