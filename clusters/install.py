@@ -1,7 +1,7 @@
 """Kafka installation: resolve the broker jars from Maven Central into a per-version cache.
 
 ktrial must run on a fresh machine with no Kafka tarball and no container registry, so
-the broker comes from Maven: `clusters/kafka/pom.xml` pins `kafka_2.13`, `kafka-tools`
+the broker comes from Maven: `clusters/kafka-maven/pom.xml` pins `kafka_2.13`, `kafka-tools`
 and the SLF4J->log4j2 binding, and `mvn dependency:copy-dependencies` copies every
 runtime jar into `<cache>/kafka/<version>/lib`. The copy goes to a temporary directory
 that is renamed into place and a marker file is written last, so a half-finished
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
-POM = Path(__file__).parent / "kafka" / "pom.xml"
+POM = Path(__file__).parent / "kafka-maven" / "pom.xml"  # a data folder, not a package
 MARKER = "ktrial-install-complete"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[A-Za-z0-9.]+)?$")
 

@@ -9,10 +9,26 @@
 #   - the Kafka jars from Maven Central into ~/.cache/ktrial/kafka/<version>/lib
 #   - the Toxiproxy server from the Go module proxy into ~/.cache/ktrial/bin
 # Idempotent: every step is skipped when its result is already present.
+#
+# Quiet: it prints one progress line per step. What the tools say (apt, pip, Maven, Go)
+# goes to .setup.log; when a step fails, the log's tail is shown with the step's name.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+LOG="$here/.setup.log"
+: >"$LOG"
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+# step NAME CMD...: run CMD with its output in the log; on failure show the log's tail.
+step() {
+  local name=$1
+  shift
+  printf '\n=== %s: %s\n' "$name" "$*" >>"$LOG"
+  if ! "$@" >>"$LOG" 2>&1; then
+    log "FAILED: $name (last lines of $LOG below)"
+    tail -n 40 "$LOG" >&2
+    exit 1
+  fi
+}
 
 # 1. Debian packages
 need_pkgs=()
@@ -30,14 +46,15 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_pkgs[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  step "apt-get update" $SUDO apt-get update -qq
+  step "apt-get install" env DEBIAN_FRONTEND=noninteractive \
+    $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}"
 fi
 
 # 2. Python environment
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
-  python3 -m venv .venv
+  step "python3 -m venv" python3 -m venv .venv
 fi
 # Reinstall when pyproject.toml changed since the last install (new dependencies).
 stamp=.venv/.ktrial-pyproject.sha256
@@ -45,14 +62,14 @@ want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
    || ! .venv/bin/python -c 'import ktrial, confluent_kafka, hypothesis' 2>/dev/null; then
   log "installing ktrial and its dependencies into .venv"
-  .venv/bin/pip install -q -U pip
-  .venv/bin/pip install -q -e '.[dev]'
+  step "pip upgrade" .venv/bin/pip install -q -U pip
+  step "pip install" .venv/bin/pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
 
 # 3. Kafka jars (Maven Central)
-log "Kafka jars"
-.venv/bin/ktrial cluster install
+step "Kafka jars from Maven Central" .venv/bin/ktrial cluster install
+log "$(tail -n 1 "$LOG")"
 
 # 4. Toxiproxy server (Go module proxy)
 toxi="${KTRIAL_CACHE:-$HOME/.cache/ktrial}/bin/toxiproxy-server"
@@ -60,9 +77,9 @@ if [ ! -x "$toxi" ]; then
   log "building Toxiproxy from the Go module proxy"
   export PATH="$PATH:/usr/local/go/bin"
   tmp=$(mktemp -d)
-  GOBIN="$tmp" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
+  step "go install toxiproxy" env GOBIN="$tmp" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
   mkdir -p "$(dirname "$toxi")"
   mv "$tmp/server" "$toxi"
   rm -rf "$tmp"
 fi
-log "ready"
+log "ready (tool output: $LOG)"

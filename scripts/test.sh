@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test suite as CI runs it: lint and types first (fast, and a failure there is cheap
+# to fix), then every test: unit, property and integration tests against real brokers,
+# a real Toxiproxy and real faults. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\033[1m[test]\033[0m %s\n' "$*" >&2; }
+step "ruff check"
+.venv/bin/ruff check .
+step "ruff format --check"
+.venv/bin/ruff format --check .
+step "mypy"
+.venv/bin/mypy .
+step "pytest"
+exec .venv/bin/pytest "$@"
