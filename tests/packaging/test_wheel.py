@@ -7,7 +7,6 @@ break in a wheel. Build one offline and look inside.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import zipfile
@@ -55,16 +54,16 @@ def test_installed_wheel_finds_the_pom_cluster_install_resolves(
 ) -> None:
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
+    t = str(target)
     code = (
-        "import ktrial.clusters.install as i, ktrial.cli, pathlib;"
-        "assert str(i.POM).startswith(%r), i.POM;"
-        "assert i.POM.is_file() and 'kafka_2.13' in i.POM.read_text(), i.POM" % str(target)
+        f"import sys; sys.path[:0] = [{t!r}];"
+        "import ktrial.cli, ktrial.clusters.install as i;"
+        f"assert str(i.POM).startswith({t!r}), i.POM;"
+        "assert i.POM.is_file() and 'kafka_2.13' in i.POM.read_text(), i.POM"
     )
-    env = {**os.environ, "PYTHONPATH": str(target)}
-    # -I would drop PYTHONPATH; -S keeps the venv's site-packages out except through
-    # PYTHONPATH, so the editable install of the repo cannot answer instead.
+    # The wheel's copy is put first on sys.path, so the editable install of the
+    # repository (a finder that comes after the path finder) cannot answer instead.
     r = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path[:0] = [{str(target)!r}]; {code}"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
