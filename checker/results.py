@@ -1,59 +1,35 @@
 """Combine analyses into results.json: anomalies, which are bad, the verdict.
 
-Bad-ness follows DESIGN.md section 3: poll-skip and nonmonotonic-poll are
-expected with subscribe; int-send-skip and G0 are normal for Kafka; G1c is bad
-without ww inference, and a G1c cycle of wr edges only (circular visibility) is
-always bad, as is a realtime cycle without ww edges.
+When a type is bad and how its examples are ranked come from the anomaly catalogue
+(catalogue.py; docs/anomalies.md): poll-skip and nonmonotonic-poll are expected with
+subscribe; int-send-skip and G0 are normal for Kafka; G1c is bad without ww
+inference, and a G1c cycle of wr edges only (circular visibility) is always bad, as
+is a realtime cycle without ww edges.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-ALWAYS_BAD = frozenset(
-    {
-        "inconsistent-offsets",
-        "duplicate",
-        "lost-write",
-        "unseen",
-        "G1a",
-        "precommitted-read",
-        "int-poll-skip",
-        "int-nonmonotonic-poll",
-        "nonmonotonic-send",
-        "int-nonmonotonic-send",
-        "torn-transaction",
-        "eos-duplicate",
-        "eos-loss",
-    }
-)
-NEVER_BAD = frozenset({"int-send-skip", "G0", "G0-realtime", "cycle-search-timeout"})
+from . import catalogue
 
 
 def is_bad(name: str, examples: list[dict[str, Any]], sub_via: str, ww_deps: bool) -> bool:
-    if name in ALWAYS_BAD:
-        return True
-    if name in NEVER_BAD:
-        return False
-    if name in ("poll-skip", "nonmonotonic-poll"):
-        return sub_via != "subscribe"
-    if name in ("G1c", "G1c-realtime"):
-        return (not ww_deps) or any(ex.get("wr_only") for ex in examples)
-    return True  # an unknown type is bad until someone decides otherwise
+    """Whether anomaly type `name` with these examples makes the run invalid."""
+    wr_only = name in ("G1c", "G1c-realtime") and any(ex.get("wr_only") for ex in examples)
+    return catalogue.is_bad(name, wr_only, sub_via, ww_deps)
 
 
 def rank(name: str, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Most telling first: shortest cycles, biggest jumps, most conflicting values."""
-    if name.startswith(("G0", "G1c")):
+    """Most telling first (the catalogue's rank): shortest cycles, biggest jumps,
+    furthest steps back."""
+    t = catalogue.BY_NAME.get(name)
+    how = t.rank if t is not None else "found"
+    if how == "cycle":
         return sorted(examples, key=lambda e: (not e.get("wr_only"), len(e.get("cycle", ()))))
-    if name in ("poll-skip", "int-poll-skip", "int-send-skip"):
+    if how == "jump":
         return sorted(examples, key=lambda e: -e.get("delta", 0))
-    if name in (
-        "nonmonotonic-poll",
-        "int-nonmonotonic-poll",
-        "nonmonotonic-send",
-        "int-nonmonotonic-send",
-    ):
+    if how == "back":
         return sorted(examples, key=lambda e: e.get("delta", 0))
     return examples
 

@@ -7,6 +7,7 @@ break in a wheel. Build one offline and look inside.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,9 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # Build from a copy: setuptools writes build/ and *.egg-info/ beside the sources.
+    src = tmp_path_factory.mktemp("src") / "ktrial"
+    junk = (".git", ".venv", "store", "build", "*.egg-info", "__pycache__", ".*_cache")
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*junk))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(ROOT)],
+         "-w", str(out), str(src)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     (whl,) = out.glob("ktrial-*.whl")
