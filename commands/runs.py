@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -33,6 +35,7 @@ def runs_table(rows: list[RunSummary]) -> Table:
         ("ops", "right"),
         ("duration", "right"),
         ("latest", "center"),
+        ("path", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in rows:
@@ -47,8 +50,24 @@ def runs_table(rows: list[RunSummary]) -> Table:
             f"{r.ops:,}",
             _duration(r.duration_s),
             "← latest" if r.latest else "",
+            Text(str(r.run.path)),
         )
     return table
+
+
+def summary_json(r: RunSummary) -> dict[str, Any]:
+    """One run as `ktrial runs --json` prints it."""
+    return {
+        "path": str(r.run.path),
+        "name": r.name,
+        "run": r.run.path.name,
+        "date": r.date,
+        "verdict": r.verdict,
+        "bad": dict(sorted(r.bad.items())),
+        "ops": r.ops,
+        "duration_s": r.duration_s,
+        "latest": r.latest,
+    }
 
 
 @click.command("runs")
@@ -56,16 +75,26 @@ def runs_table(rows: list[RunSummary]) -> Table:
     "--store",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("store"),
-    show_default=True,
-    help="The run store to list.",
+    envvar="KTRIAL_STORE",
+    show_default="./store or $KTRIAL_STORE",
+    help="The run store to list (the same default as `ktrial run`).",
 )
 @click.option("--name", help="Only runs of this test name.")
-def runs(store: Path, name: str | None) -> int:
-    """List stored runs: date, name, verdict, bad anomaly counts, ops, duration."""
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def runs(store: Path, name: str | None, as_json: bool) -> int:
+    """List stored runs: date, name, verdict, bad anomaly counts, ops, duration, path."""
+    if not store.is_dir():
+        raise click.UsageError(
+            f"no run store at {store}: run `ktrial run` first, or name one with --store "
+            "or $KTRIAL_STORE"
+        )
     rows = summarize_store(store, name)
+    if as_json:
+        click.echo(json.dumps([summary_json(r) for r in rows], indent=2))
+        return 0
     console = Console()
     if not console.is_terminal:
-        console = Console(width=200)
+        console = Console(width=240)
     if not rows:
         what = f"test {name!r} in " if name else ""
         console.print(f"no runs of {what}{store}", markup=False, highlight=False)
