@@ -1,14 +1,20 @@
-"""Admin-API steps every backend shares: create topics, find replicas out of sync.
+"""The admin-API part every backend shares: readiness, topics, in-sync waits, heal.
 
-Readiness and topic creation go through Kafka's admin API (never log scraping), so the
-same functions serve the embedded cluster and brokers ktrial did not start.
+`AdminCluster` is the one cluster base: node lookup, `wait_ready` (a probe loop whose
+probe each backend supplies), `create_topics`, `wait_in_sync`, `heal` and the default
+`unsupported_faults`. The functions below it are the admin calls themselves. Readiness
+and topic creation go through Kafka's admin API (never log scraping), so the same code
+serves the clusters ktrial starts (local, docker) and brokers it did not (external).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from .base import ClientAdvertise, Node, node_fault_limits
 
 
 def admin_client(bootstrap: str, logger: str, extra: Mapping[str, Any] | None = None) -> Any:
@@ -66,3 +72,147 @@ def out_of_sync(admin: Any, topics: Sequence[str]) -> tuple[set[int], str]:
                 missing |= lag
                 reasons.append(f"{t}/{p.id} replicas {p.replicas} isr {p.isrs}")
     return missing, "; ".join(reasons[:5])
+
+
+class ClusterNotReady(RuntimeError):
+    """The cluster did not become ready; the message names the nodes and shows their logs."""
+
+
+N = TypeVar("N", bound=Node)
+
+
+class AdminCluster(Generic[N]):
+    """What every backend shares: node lookup, and everything done through the admin API.
+
+    A backend fills `_nodes` and implements the hooks: `_ready_step` (one readiness
+    probe), `_heal_node` (undo one node's faults), `teardown`, `metadata`; it may
+    refine `_check_alive`, `_failure`, `_replication` and `_created`. Readiness,
+    topic creation and in-sync waits go through Kafka's admin API (never log
+    scraping), so the same code serves brokers ktrial started and brokers it did not.
+    """
+
+    kind = "admin"
+    # logger of the AdminClient's own (librdkafka) lines: connection noise while brokers boot
+    admin_logger = "ktrial.clusters.admin"
+    ready_poll_s = 0.5
+    client_advertise: ClientAdvertise | None = None
+
+    def __init__(self) -> None:
+        self._nodes: list[N] = []
+
+    # ------------------------------------------------------------ nodes
+
+    @property
+    def nodes(self) -> Sequence[N]:
+        return tuple(self._nodes)
+
+    def node(self, name: str) -> N:
+        for n in self._nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r}; nodes are {', '.join(n.name for n in self._nodes)}")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.client_bootstrap for n in self._nodes)
+
+    def unsupported_faults(self) -> dict[str, str]:
+        """Fault family -> why not; by default what the nodes rule out (base.node_fault_limits)."""
+        return node_fault_limits(self._nodes)
+
+    def _admin_config(self) -> Mapping[str, Any]:
+        return {}
+
+    def _admin(self) -> Any:
+        return admin_client(self.bootstrap_servers, self.admin_logger, self._admin_config())
+
+    # ------------------------------------------------------------ readiness
+
+    def _ready_step(self, admin: Any) -> str:
+        """One readiness probe: '' when ready, else why not (exceptions count as 'why')."""
+        raise NotImplementedError
+
+    def _check_alive(self) -> None:
+        """Raise (with the reason) when waiting longer cannot help, e.g. a broker died."""
+
+    def _failure(self, what: str, nodes: Sequence[N]) -> Exception:
+        """The error a failed wait raises; backends that own the brokers add their logs."""
+        return ClusterNotReady(what)
+
+    def _not_ready(self, timeout: float, why: str) -> Exception:
+        return self._failure(f"not ready after {timeout:.0f}s ({why})", self._nodes)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Probe through the admin API until `_ready_step` says ready, or fail after `timeout`."""
+        deadline = time.monotonic() + timeout
+        admin = self._admin()
+        while True:
+            self._check_alive()
+            try:
+                why = self._ready_step(admin)
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"
+            if not why:
+                return
+            if time.monotonic() >= deadline:
+                raise self._not_ready(timeout, why)
+            time.sleep(self.ready_poll_s)
+
+    # ------------------------------------------------------------ topics
+
+    def _replication(self, replication_factor: int) -> int:
+        """The replication factor actually used for a requested one."""
+        return replication_factor
+
+    def _created(self, topics: list[str]) -> None:
+        """Called with the topics this cluster just created (external deletes them later)."""
+
+    def create_topics(
+        self,
+        topics: Mapping[str, int],
+        replication_factor: int = 3,
+        config: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Create topics (name -> partitions) and wait until every replica is in sync."""
+        admin = self._admin()
+        self._created(create_topics(admin, topics, self._replication(replication_factor), config))
+        self.wait_in_sync(list(topics), timeout, admin)
+
+    def _out_of_sync(self, admin: Any, topics: Sequence[str]) -> tuple[list[N], str]:
+        """Nodes that should be but are not in some partition's ISR, and a reason text."""
+        missing, why = out_of_sync(admin, topics)
+        return [n for n in self._nodes if n.node_id in missing], why
+
+    def wait_in_sync(self, topics: Sequence[str], timeout: float = 60.0, admin: Any = None) -> None:
+        """Wait until every partition of `topics` has a leader and all replicas in its ISR."""
+        admin = admin or self._admin()
+        deadline = time.monotonic() + timeout
+        why = ""
+        lagging: list[N] = []
+        while time.monotonic() < deadline:
+            try:
+                lagging, why = self._out_of_sync(admin, topics)
+                if not lagging and not why:
+                    return
+            except Exception as e:
+                why = str(e)
+            time.sleep(0.3)
+        raise self._failure(
+            f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}", lagging
+        )
+
+    # ------------------------------------------------------------ heal
+
+    def _heal_node(self, node: N) -> None:
+        """Undo what faults may have left on one node (resume, flush rules, lift limits)."""
+
+    def heal(self, timeout: float = 120.0) -> None:
+        """Undo every fault a test may have left: each node's own (`_heal_node`), then
+        start the stopped nodes and wait until the cluster is ready."""
+        for n in self._nodes:
+            self._heal_node(n)
+        for n in self._nodes:
+            if not n.is_running():
+                n.start()
+        self.wait_ready(timeout)

@@ -39,18 +39,12 @@ from typing import Any
 
 from . import cgroups, dockerd, netns
 from . import state as statemod
+from .apache_kafka import ApacheKafka
 from .base import Unsupported
 from .docker_image import ensure_image
-from .install import resolve
-from .kafka_config import (
-    format_features,
-    jvm_args,
-    log4j2_xml,
-    render_properties,
-    server_properties,
-)
-from .local import NETNS_PORTS, LocalCluster, NodeStateError
-from .nodebase import BrokerNode
+from .local import NETNS_PORTS
+from .nodebase import BrokerNode, NodeStateError, OwnedCluster
+from .system import NodePaths
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +110,7 @@ class DockerNode(BrokerNode):
     """One broker+controller in a container. Implements clusters.base.Node."""
 
     def __init__(self, cluster: DockerCluster, index: int, host: str, work_dir: Path) -> None:
+        self.cluster: DockerCluster = cluster
         self._init_node(cluster, index, host, NETNS_PORTS, work_dir)
         self.container_name = container_name(cluster.run_id, index)
         self.container_id: str | None = None
@@ -157,14 +152,6 @@ class DockerNode(BrokerNode):
             self._cgroup = found  # fixed for the container's life
         return str(self._cgroup)
 
-    @property
-    def log_path(self) -> Path:
-        return self.logs_dir / "server.log"
-
-    @property
-    def log_paths(self) -> Sequence[Path]:
-        return [self.log_path, self.logs_dir / "stdout.log", self.logs_dir / "gc.log"]
-
     def is_running(self) -> bool:
         return bool(self._state().get("Running"))
 
@@ -183,29 +170,19 @@ class DockerNode(BrokerNode):
 
     # ------------------------------------------------------------ lifecycle
 
+    def paths(self) -> NodePaths:
+        """Inside the container: the work dir is bind-mounted at /ktrial."""
+        c = self.cluster
+        return NodePaths("java", f"{c.kafka_lib}/*", MOUNT, f"{MOUNT}/data", f"{MOUNT}/logs")
+
     def write_config(self) -> None:
         c = self.cluster
-        props = server_properties(
-            me=self.nodeaddr(),
-            peers=[n.nodeaddr() for n in c.nodes],
-            data_dir=f"{MOUNT}/data",
-            profile=c.profile,
-            client_advertised=self.advertised_client(),
-            overrides=c.broker_config,
-        )
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(render_properties(props))
-        (self.work_dir / "log4j2.xml").write_text(log4j2_xml(f"{MOUNT}/logs/server.log"))
-        cp = f"{c.kafka_lib}/*"
-        log4j = f"-Dlog4j2.configurationFile={MOUNT}/log4j2.xml"
-        fmt = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", log4j]
-        fmt += ["-cp", cp, "kafka.tools.StorageTool", "format", "-t", c.cluster_id]
-        fmt += ["-c", f"{MOUNT}/server.properties"]
-        for feature, level in format_features(c.profile).items():
-            fmt += ["--feature", f"{feature}={level}"]
-        jvm = jvm_args(c.heap_mb, f"{MOUNT}/logs", f"{MOUNT}/log4j2.xml", c.run_id, self.name)
-        run = ["java", *jvm, "-cp", cp, "kafka.Kafka", f"{MOUNT}/server.properties"]
+        self.write_files()
+        paths = self.paths()
+        fmt = c.system.format_command(paths, c.cluster_id)
+        run = c.system.run_command(paths, c.run_id, self.name)
         (self.work_dir / "start.sh").write_text(start_script(fmt, run))
 
     def create(self, image: str, network: str) -> None:
@@ -283,10 +260,6 @@ class DockerNode(BrokerNode):
             self.cluster.client.api.unpause(self.container_id)
         self._paused = False
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
     def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
         """Run `cmd` inside the container; return stdout.
 
@@ -332,11 +305,12 @@ class DockerNode(BrokerNode):
         }
 
 
-class DockerCluster(LocalCluster):
-    """N Kafka nodes in containers. Implements clusters.base.Cluster.
+class DockerCluster(OwnedCluster[DockerNode]):
+    """N broker nodes in containers. Implements clusters.base.Cluster.
 
-    Readiness, topic creation and log collection are the local backend's (they only
-    use the admin API and the node interface); starting, faults and teardown differ.
+    Readiness, topic creation and log collection are every owned cluster's
+    (clusters.nodebase, clusters.admin: they use only the admin API and the node
+    interface); making the nodes, their faults and teardown are this backend's.
     """
 
     kind = "docker"
@@ -354,52 +328,33 @@ class DockerCluster(LocalCluster):
         progress: Callable[[str], None] = _say,
         dockerd_paths: dockerd.DaemonPaths | None = None,
     ) -> None:
+        # The image is built from Apache Kafka's jars (clusters.docker_image).
+        self.kafka_system = ApacheKafka(kafka_version, profile, broker_config, heap_mb)
         super().__init__(
             nodes=nodes,
             profile=profile,
             kafka_version=kafka_version,
             broker_config=broker_config,
             heap_mb=heap_mb,
-            use_netns=False,
-            use_cgroups=False,
             run_id=run_id,
             ready_timeout=ready_timeout,
             auto_install=auto_install,
+            system=self.kafka_system,
         )
         self.progress = progress
         self.dockerd_paths = dockerd_paths
         self.engine: dockerd.Engine | None = None
         self.image: str | None = None
         self.kafka_lib = "/opt/kafka/lib"
-        self._dnodes: list[DockerNode] = []
 
     @property
     def client(self) -> Any:
         assert self.engine is not None, "cluster not started"
         return self.engine.client
 
-    @property
-    def nodes(self) -> Sequence[DockerNode]:  # type: ignore[override]
-        return tuple(self._dnodes)
-
-    def node(self, name: str) -> DockerNode:  # type: ignore[override]
-        for n in self._dnodes:
-            if n.name == name:
-                return n
-        raise KeyError(f"no node {name!r}; nodes are {', '.join(n.name for n in self._dnodes)}")
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(n.client_bootstrap for n in self._dnodes)
-
-    @property
-    def direct_bootstrap_servers(self) -> str:
-        return ",".join(n.direct_client for n in self._dnodes)
-
-    def unavailable_faults(self) -> list[str]:
-        if self._dnodes and not all(n.cgroup for n in self._dnodes):
-            return ["memory pressure (the containers' memory cgroups were not found)"]
-        return []
+    def unsupported_faults(self) -> dict[str, str]:
+        """As every cluster's, once the containers exist (before, their cgroups are unknown)."""
+        return super().unsupported_faults() if self._nodes else {}
 
     def metadata(self) -> dict[str, object]:
         meta = super().metadata()
@@ -409,7 +364,7 @@ class DockerCluster(LocalCluster):
                 "image": self.image,
                 "docker_engine": self.engine.base_url if self.engine else None,
                 "dockerd_owned": bool(self.engine and self.engine.owned),
-                "containers": {n.name: n.container_name for n in self._dnodes},
+                "containers": {n.name: n.container_name for n in self._nodes},
             }
         )
         return meta
@@ -418,7 +373,7 @@ class DockerCluster(LocalCluster):
 
     def _start(self, wait: bool) -> None:
         stack = self._stack
-        self.kafka = resolve(self.kafka_version, auto_install=self.auto_install, log=log.info)
+        self.system.prepare(self.auto_install, log.info)
         self.state_file.write(self._state_dict("starting"))
         stack.callback(self.state_file.remove)
         self.work_dir = Path(tempfile.mkdtemp(prefix=f"ktrial-{self.run_id}-"))
@@ -434,12 +389,11 @@ class DockerCluster(LocalCluster):
             wd = self.work_dir / f"n{i}"
             wd.mkdir()
             addr = netns.node_address(ipaddress.IPv4Network(self.subnet), i)
-            self._dnodes.append(DockerNode(self, i, addr, wd))
-        self._nodes = self._dnodes  # type: ignore[assignment]  # LocalCluster's readiness
-        for n in self._dnodes:
+            self._nodes.append(DockerNode(self, i, addr, wd))
+        for n in self._nodes:
             n.create(self.image, net)
         self.save_state("starting")
-        for n in self._dnodes:
+        for n in self._nodes:
             n.start()
         self.save_state("started")
         if wait:
@@ -510,29 +464,22 @@ class DockerCluster(LocalCluster):
         d = super()._state_dict(status)
         d["netns"] = False
         d["forward_rule"] = netns.forward_rule(self.run_id) if self.bridge else None
-        d["nodes"] = [n.state() for n in self._dnodes]
-        d["bootstrap_servers"] = self.bootstrap_servers if self._dnodes else None
         d["docker_engine"] = self.engine.base_url if self.engine else None
         d["dockerd_owned"] = bool(self.engine and self.engine.owned)
         return d
 
     # ------------------------------------------------------------ healing
 
-    def heal(self, timeout: float = 120.0) -> None:
-        """Resume paused nodes, flush iptables inside, lift memory limits, start stopped nodes."""
-        for n in self._dnodes:
-            if not n.is_running():
-                continue
-            if n.paused:
-                n.resume()
-            for table in ("filter", "raw", "mangle"):
-                n.exec(["iptables", "-w", "-t", table, "-F"], check=False)
-            if n.cgroup:
-                cgroups.unlimit(Path(n.cgroup))
-        for n in self._dnodes:
-            if not n.is_running():
-                n.start()
-        self.wait_ready(timeout)
+    def _heal_node(self, node: DockerNode) -> None:
+        """Resume a paused container, flush iptables inside it, lift its memory limit."""
+        if not node.is_running():
+            return
+        if node.paused:
+            node.resume()
+        for table in ("filter", "raw", "mangle"):
+            node.exec(["iptables", "-w", "-t", table, "-F"], check=False)
+        if node.cgroup:
+            cgroups.unlimit(Path(node.cgroup))
 
 
 # ---------------------------------------------------------------- leftovers (cluster clean)

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .admin import admin_client, create_topics, out_of_sync
+from .admin import AdminCluster
 from .base import Unsupported
 
 log = logging.getLogger(__name__)
@@ -183,10 +183,12 @@ class ExternalNode:
         raise Unsupported(f"external cluster: cannot run commands inside {self.name}")
 
 
-class ExternalCluster:
+class ExternalCluster(AdminCluster[ExternalNode]):
     """Brokers at `bootstrap`, discovered through the admin API; faults through hooks."""
 
     kind = "external"
+    admin_logger = "ktrial.clusters.external"
+    ready_poll_s = 1.0
 
     def __init__(
         self,
@@ -195,6 +197,7 @@ class ExternalCluster:
         keep_topics: bool = False,
         admin_config: Mapping[str, Any] | None = None,
     ) -> None:
+        super().__init__()
         if not bootstrap.strip():
             raise ValueError("external cluster: --bootstrap HOST:PORT[,HOST:PORT...] is required")
         self._bootstrap = bootstrap.strip()
@@ -205,28 +208,17 @@ class ExternalCluster:
             render_hook(template, {"name": "n1", "id": 1, "host": "h", "port": 9092})
         self.keep_topics = keep_topics
         self.admin_config = dict(admin_config or {})
-        self._nodes: list[ExternalNode] = []
         self.created_topics: list[str] = []
         self.client_advertise = None  # brokers advertise themselves; see NO_ACCESS["toxic"]
         self.broker_versions: list[str] = []
 
     # ------------------------------------------------------------ Cluster interface
     @property
-    def nodes(self) -> Sequence[ExternalNode]:
-        return list(self._nodes)
-
-    @property
     def bootstrap_servers(self) -> str:
         return self._bootstrap
 
-    def node(self, name: str) -> ExternalNode:
-        for n in self._nodes:
-            if n.name == name:
-                return n
-        raise KeyError(f"external cluster has no node {name!r}: {[n.name for n in self._nodes]}")
-
-    def _admin(self) -> Any:
-        return admin_client(self._bootstrap, "ktrial.clusters.external", self.admin_config)
+    def _admin_config(self) -> Mapping[str, Any]:
+        return self.admin_config
 
     def start(self, wait: bool = True, timeout: float = 60.0) -> None:
         """Nothing to start: discover the brokers (waiting up to `timeout` if asked)."""
@@ -235,52 +227,30 @@ class ExternalCluster:
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the admin API answers with the brokers and a controller; nodes discovered."""
-        deadline = time.monotonic() + timeout
-        admin = self._admin()
-        why = "no answer"
-        while True:
-            try:
-                desc = admin.describe_cluster(request_timeout=5).result(10)
-                brokers = sorted(desc.nodes, key=lambda n: n.id)
-                if brokers:
-                    old = {n.node_id: n for n in self._nodes}
-                    self._nodes = [
-                        old.get(b.id) or ExternalNode(self, b.id, b.host, b.port) for b in brokers
-                    ]
-                    return
-                why = "no brokers in the cluster description"
-            except Exception as e:
-                why = f"{type(e).__name__}: {e}"
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"external cluster at {self._bootstrap} not reachable within "
-                    f"{timeout:.0f}s ({why}); check --bootstrap and that this machine can "
-                    "reach every broker's advertised address"
-                )
-            time.sleep(1.0)
+        super().wait_ready(timeout)
 
-    def create_topics(
-        self,
-        topics: dict[str, int],
-        replication_factor: int = 3,
-        config: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        """Create topics (RF capped at the broker count); wait until every replica is in sync."""
-        admin = self._admin()
-        rf = max(1, min(replication_factor, len(self._nodes) or replication_factor))
-        self.created_topics += create_topics(admin, topics, rf, config)
-        deadline = time.monotonic() + timeout
-        why = ""
-        while time.monotonic() < deadline:
-            try:
-                _, why = out_of_sync(admin, list(topics))
-                if not why:
-                    return
-            except Exception as e:
-                why = str(e)
-            time.sleep(0.3)
-        raise RuntimeError(f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}")
+    def _ready_step(self, admin: Any) -> str:
+        desc = admin.describe_cluster(request_timeout=5).result(10)
+        brokers = sorted(desc.nodes, key=lambda n: n.id)
+        if not brokers:
+            return "no brokers in the cluster description"
+        old = {n.node_id: n for n in self._nodes}
+        self._nodes = [old.get(b.id) or ExternalNode(self, b.id, b.host, b.port) for b in brokers]
+        return ""
+
+    def _not_ready(self, timeout: float, why: str) -> Exception:
+        return RuntimeError(
+            f"external cluster at {self._bootstrap} not reachable within "
+            f"{timeout:.0f}s ({why}); check --bootstrap and that this machine can "
+            "reach every broker's advertised address"
+        )
+
+    def _replication(self, replication_factor: int) -> int:
+        """Capped at the broker count (an external cluster may be smaller than 3)."""
+        return max(1, min(replication_factor, len(self._nodes) or replication_factor))
+
+    def _created(self, topics: list[str]) -> None:
+        self.created_topics += topics
 
     def unsupported_faults(self) -> dict[str, str]:
         """Fault family -> why it cannot run here (the nemesis refuses it before the run)."""
@@ -293,17 +263,10 @@ class ExternalCluster:
                 )
         return out
 
-    def unavailable_faults(self) -> list[str]:
-        return sorted(self.unsupported_faults())
-
-    def heal(self, timeout: float = 120.0) -> None:
-        """Resume what ktrial paused and start what it stopped, then rediscover."""
-        for n in self._nodes:
-            if n.state == "paused":
-                n.resume()
-            elif n.state == "stopped":
-                n.start()
-        self.wait_ready(timeout)
+    def _heal_node(self, node: ExternalNode) -> None:
+        """Resume what ktrial paused (what it stopped is started by `heal`)."""
+        if node.state == "paused":
+            node.resume()
 
     def metadata(self) -> dict[str, object]:
         return {
@@ -313,7 +276,7 @@ class ExternalCluster:
             "addresses": {n.name: n.client_bootstrap for n in self._nodes},
             "hooks": dict(self.hooks),
             "broker_versions": self.broker_versions,
-            "unavailable_faults": self.unavailable_faults(),
+            "unavailable_faults": sorted(self.unsupported_faults()),
         }
 
     def collect_logs(self, dest: Path) -> None:

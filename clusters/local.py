@@ -22,56 +22,25 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from . import cgroups, netns
 from . import state as statemod
-from .admin import admin_client, create_topics, out_of_sync
-from .base import Unsupported
-from .install import DEFAULT_KAFKA_VERSION, KafkaInstall, require_java, resolve
-from .kafka_config import (
-    PROFILES,
-    Ports,
-    format_features,
-    jvm_args,
-    log4j2_xml,
-    new_cluster_id,
-    render_properties,
-    server_properties,
-)
-from .nodebase import BrokerNode
+from .admin import ClusterNotReady
+from .base import SHARED_ADDRESS, ClientAdvertise, Unsupported
+from .install import DEFAULT_KAFKA_VERSION
+from .kafka_config import Ports
+from .nodebase import READY_TOPIC, BrokerNode, NodeStateError, OwnedCluster, tail
 from .procs import process_state, wait_stopped
+from .system import BrokerSystem, NodePaths
 
 log = logging.getLogger(__name__)
 
-READY_TOPIC = "ktrial-ready"
 NETNS_PORTS = Ports(client=9092, replication=9093, controller=9094)
-ClientAdvertise = Callable[["LocalNode"], "tuple[str, int] | None"]
-
-
-class ClusterNotReady(RuntimeError):
-    """The cluster did not become ready; the message names the nodes and shows their logs."""
-
-
-class NodeStateError(RuntimeError):
-    """A node operation that makes no sense in the node's current state."""
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 64 * 1024))
-            text = fh.read().decode(errors="replace")
-    except OSError as e:
-        return f"(no log: {e})"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _free_port_block(count: int, host: str = "127.0.0.1") -> int:
@@ -108,6 +77,7 @@ class LocalNode(BrokerNode):
         netns_name: str | None,
         work_dir: Path,
     ) -> None:
+        self.cluster: LocalCluster = cluster
         self._init_node(cluster, index, host, ports, work_dir)
         self.netns = netns_name
         self.log4j_path = work_dir / "log4j2.xml"
@@ -127,14 +97,6 @@ class LocalNode(BrokerNode):
     def cgroup(self) -> str | None:
         return str(self.cgroup_dir) if self.cgroup_dir else None
 
-    @property
-    def log_path(self) -> Path:
-        return self.logs_dir / "server.log"
-
-    @property
-    def log_paths(self) -> Sequence[Path]:
-        return [self.log_path, self.logs_dir / "stdout.log", self.logs_dir / "gc.log"]
-
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -148,17 +110,17 @@ class LocalNode(BrokerNode):
 
     # ------------------------------------------------------------ lifecycle
 
-    def write_config(self) -> None:
-        props = server_properties(
-            me=self.nodeaddr(),
-            peers=[n.nodeaddr() for n in self.cluster.nodes],
-            data_dir=str(self.data_dir),
-            profile=self.cluster.profile,
-            client_advertised=self.advertised_client(),
-            overrides=self.cluster.broker_config,
+    def paths(self) -> NodePaths:
+        return NodePaths(
+            runtime=self.cluster.runtime,
+            program=self.cluster.system.program(),
+            work=str(self.work_dir),
+            data=str(self.data_dir),
+            logs=str(self.logs_dir),
         )
-        self.config_path.write_text(render_properties(props))
-        self.log4j_path.write_text(log4j2_xml(str(self.log_path)))
+
+    def write_config(self) -> None:
+        self.write_files()
 
     def wrap(self, cmd: Sequence[str], join_cgroup: bool = True) -> list[str]:
         """`cmd` placed in this node's namespace and (optionally) its cgroup."""
@@ -173,21 +135,7 @@ class LocalNode(BrokerNode):
             raise NodeStateError(f"{self.name} is already running (pid {self.pid})")
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.write_config()
-        kafka = self.cluster.kafka
-        cmd = [
-            self.cluster.java,
-            *jvm_args(
-                self.cluster.heap_mb,
-                str(self.logs_dir),
-                str(self.log4j_path),
-                self.cluster.run_id,
-                self.name,
-            ),
-            "-cp",
-            kafka.classpath,
-            "kafka.Kafka",
-            str(self.config_path),
-        ]
+        cmd = self.cluster.system.run_command(self.paths(), self.cluster.run_id, self.name)
         out = open(self.logs_dir / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             out.write(f"\n=== ktrial: starting {self.name} at {time.ctime()} ===\n".encode())
@@ -251,10 +199,6 @@ class LocalNode(BrokerNode):
         self._signal(signal.SIGCONT)
         self._paused = False
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
     def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
         """Run `cmd` in the node's network namespace (not its cgroup); return stdout."""
         if not self.netns:
@@ -301,12 +245,14 @@ class LocalNode(BrokerNode):
         }
 
 
-class LocalCluster:
-    """N Kafka nodes on this machine. Implements clusters.base.Cluster.
+class LocalCluster(OwnedCluster[LocalNode]):
+    """N broker nodes on this machine. Implements clusters.base.Cluster.
 
     Use as a context manager (`with LocalCluster() as c:`), or call `start()` and
     `teardown()` yourself. `start(wait=False)` returns once the brokers are launched,
-    e.g. to put Toxiproxies in front of them before `wait_ready()`.
+    e.g. to put Toxiproxies in front of them before `wait_ready()`. The nodes run
+    `system` (default: Apache Kafka of `kafka_version`, configured by `profile`,
+    `broker_config` and `heap_mb`).
     """
 
     kind = "local"
@@ -327,114 +273,45 @@ class LocalCluster:
         auto_install: bool = True,
         keep_work_dir: bool = False,
         save_data_to: Path | str | None = None,
+        system: BrokerSystem | None = None,
     ) -> None:
-        if nodes < 1:
-            raise ValueError("a cluster needs at least one node")
-        if profile not in PROFILES:
-            raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+        super().__init__(
+            nodes=nodes,
+            profile=profile,
+            kafka_version=kafka_version,
+            broker_config=broker_config,
+            heap_mb=heap_mb,
+            run_id=run_id,
+            ready_timeout=ready_timeout,
+            auto_install=auto_install,
+            client_advertise=client_advertise,
+            system=system,
+        )
         root = netns.is_root()
         if use_netns and not root:
             raise Unsupported("network namespaces need root; run as root or pass use_netns=False")
-        self.size = nodes
-        self.profile = profile
-        self.kafka_version = kafka_version
-        self.broker_config = dict(broker_config or {})
-        self.heap_mb = heap_mb
         self.use_netns = root if use_netns is None else use_netns
         self.use_cgroups = root if use_cgroups is None else use_cgroups
-        self.client_advertise = client_advertise
         self.work_root = Path(work_root) if work_root else None
-        self.run_id = run_id or statemod.new_run_id()
-        self.ready_timeout = ready_timeout
-        self.auto_install = auto_install
         self.keep_work_dir = keep_work_dir
         # Where each node's data directory is copied at teardown, once its broker is
         # stopped (for kafka-dump-log after an anomaly); None: not kept.
         self.save_data_to = Path(save_data_to) if save_data_to else None
-        self.state_file = statemod.for_run(self.run_id)
-        self.owner_kind = "library"
-        self._nodes: list[LocalNode] = []
-        self._stack = contextlib.ExitStack()
-        self._started = False
-        self.kafka: KafkaInstall
-        self.java = ""
-        self.work_dir: Path | None = None
-        self.subnet: str | None = None
-        self.bridge: str | None = None
-        self.cluster_id = new_cluster_id()
+        self.runtime = ""  # the system's launcher on this host (java), found at start
         self.cgroup_problem: str | None = None
-        self._state_lock = threading.Lock()
-
-    # ------------------------------------------------------------ Cluster protocol
 
     @property
-    def nodes(self) -> Sequence[LocalNode]:
-        return tuple(self._nodes)
+    def java(self) -> str:
+        """The java binary the nodes run on (set at start)."""
+        return self.runtime
 
-    def node(self, name: str) -> LocalNode:
-        for n in self._nodes:
-            if n.name == name:
-                return n
-        raise KeyError(f"no node {name!r}; nodes are {', '.join(n.name for n in self._nodes)}")
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(n.client_bootstrap for n in self._nodes)
-
-    @property
-    def direct_bootstrap_servers(self) -> str:
-        """The brokers' own CLIENT listeners, bypassing any proxy."""
-        return ",".join(n.direct_client for n in self._nodes)
-
-    @property
-    def marker_env(self) -> dict[str, str]:
-        """Put this in the environment of every process you start for this cluster
-        (Toxiproxy, stress-ng, ...): `cluster clean` kills processes carrying it."""
-        return {"KTRIAL_RUN": self.run_id}
-
-    def unavailable_faults(self) -> list[str]:
-        out = []
+    def unsupported_faults(self) -> dict[str, str]:
+        """What the nodes rule out, and network faults whenever namespaces are off
+        (even a single node: partitions and packet loss work inside a namespace)."""
+        out = super().unsupported_faults()
         if not self.use_netns:
-            out += ["partition (no network namespaces)", "node.exec"]
-        if not self.use_cgroups or not any(n.cgroup for n in self._nodes):
-            out += [f"memory pressure (no cgroups: {self.cgroup_problem or 'disabled'})"]
+            out["partition"] = out["loss"] = SHARED_ADDRESS
         return out
-
-    def metadata(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "run_id": self.run_id,
-            "broker": "apache-kafka",
-            "broker_versions": [self.kafka.version] if self._started else [],
-            "kafka_source": self.kafka.source if self._started else None,
-            "nodes": self.size,
-            "profile": self.profile,
-            "broker_config": dict(self.broker_config),
-            "heap_mb": self.heap_mb,
-            "netns": self.use_netns,
-            "subnet": self.subnet,
-            "addresses": {n.name: n.address for n in self._nodes},
-            "bootstrap_servers": self.bootstrap_servers,
-            "unavailable_faults": self.unavailable_faults(),
-        }
-
-    # ------------------------------------------------------------ context manager
-
-    def __enter__(self) -> LocalCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.teardown()
-
-    def teardown(self) -> None:
-        """Undo everything, newest first. Safe to call twice."""
-        self._stack.close()
 
     # ------------------------------------------------------------ start
 
@@ -451,8 +328,8 @@ class LocalCluster:
 
     def _start(self, wait: bool) -> None:
         stack = self._stack
-        self.java = require_java()
-        self.kafka = resolve(self.kafka_version, auto_install=self.auto_install, log=log.info)
+        self.runtime = self.system.runtime()
+        self.system.prepare(self.auto_install, log.info)
         # 1. the record first, so `clean` can find whatever follows
         self.state_file.write(self._state_dict("starting"))
         stack.callback(self.state_file.remove)
@@ -544,23 +421,9 @@ class LocalCluster:
         def fmt(n: LocalNode) -> None:
             n.logs_dir.mkdir(parents=True, exist_ok=True)
             n.write_config()
-            cmd = [
-                self.java,
-                "-Xmx256m",
-                "-XX:TieredStopAtLevel=1",
-                "-XX:-UsePerfData",
-                f"-Dlog4j2.configurationFile={n.log4j_path}",
-                "-cp",
-                self.kafka.classpath,
-                "kafka.tools.StorageTool",
-                "format",
-                "-t",
-                self.cluster_id,
-                "-c",
-                str(n.config_path),
-            ]
-            for feature, level in format_features(self.profile).items():
-                cmd += ["--feature", f"{feature}={level}"]
+            cmd = self.system.format_command(n.paths(), self.cluster_id)
+            if cmd is None:
+                return
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if proc.returncode != 0:
                 raise ClusterNotReady(
@@ -598,170 +461,19 @@ class LocalCluster:
             n.wait_exit(30)
             n._paused = False
 
-    # ------------------------------------------------------------ state
+    # ------------------------------------------------------------ heal
 
-    def _state_dict(self, status: str) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "kind": self.kind,
-            "status": status,
-            **statemod.owner_fields(),
-            "owner_kind": self.owner_kind,
-            "created": time.time(),
-            "netns": self.use_netns,
-            "subnet": self.subnet,
-            "bridge": self.bridge,
-            "forward_rule": netns.forward_rule(self.run_id) if self.use_netns else None,
-            "work_dir": str(self.work_dir) if self.work_dir else None,
-            "kafka_version": getattr(getattr(self, "kafka", None), "version", None),
-            "profile": self.profile,
-            "bootstrap_servers": self.bootstrap_servers if self._nodes else None,
-            "nodes": [n.state() for n in self._nodes],
-        }
-
-    def save_state(self, status: str | None = None) -> None:
-        """Rewrite state.json (node ops may run on several nemesis threads at once)."""
-        with self._state_lock:
-            self._save_state(status)
-
-    def _save_state(self, status: str | None) -> None:
-        old = self.state_file.read()
-        if not old and status is None:
-            return  # torn down (or never started): do not resurrect the record
-        data = self._state_dict(status or old.get("status", "started"))
-        data["created"] = old.get("created", data["created"])
-        for k in ("owner_pid", "owner_start", "owner_kind"):
-            if k in old:
-                data[k] = old[k]
-        self.state_file.write(data)
-
-    # ------------------------------------------------------------ readiness
-
-    def _admin(self) -> Any:
-        # librdkafka's connection errors while brokers boot are expected noise
-        return admin_client(self.bootstrap_servers, "ktrial.clusters.admin")
-
-    def _not_running(self) -> list[LocalNode]:
-        return [n for n in self._nodes if not n.is_running()]
-
-    def _failure(self, what: str, nodes: Sequence[LocalNode]) -> ClusterNotReady:
-        parts = [f"cluster {self.run_id}: {what}"]
-        for n in nodes:
-            rc = n.returncode
-            state = "running" if n.is_running() else f"exited with code {rc}"
-            parts.append(f"--- {n.name} ({n.host}, {state}), last lines of {n.log_path}:")
-            parts.append(tail(n.log_path))
-            if not n.is_running():
-                parts.append(f"--- {n.logs_dir / 'stdout.log'}:")
-                parts.append(tail(n.logs_dir / "stdout.log", 15))
-        return ClusterNotReady("\n".join(parts))
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """All brokers registered and a RF-3 test topic fully in sync, through the admin API."""
-        deadline = time.monotonic() + timeout
-        admin = self._admin()
-        rf = min(3, self.size)
-        pending = list(self._nodes)
-        why = "no answer from the admin API"
-        created = False
-        while time.monotonic() < deadline:
-            dead = self._not_running()
-            if dead:
-                raise self._failure(
-                    f"{', '.join(n.name for n in dead)} not running while waiting for readiness",
-                    dead,
-                )
-            try:
-                md = admin.list_topics(timeout=5)
-                registered = set(md.brokers)
-                pending = [n for n in self._nodes if n.node_id not in registered]
-                if pending:
-                    why = f"brokers not registered: {', '.join(n.name for n in pending)}"
-                elif READY_TOPIC not in md.topics and not created:
-                    self._create(admin, {READY_TOPIC: self.size}, rf)
-                    created = True
-                    why = f"{READY_TOPIC} just created"
-                else:
-                    pending, why = self._out_of_sync(admin, [READY_TOPIC])
-                    if not pending and not why:
-                        self.save_state("ready")
-                        return
-            except Exception as e:
-                why = f"{type(e).__name__}: {e}"
-            time.sleep(0.5)
-        raise self._failure(f"not ready after {timeout:.0f}s ({why})", pending or self._nodes)
-
-    def _out_of_sync(self, admin: Any, topics: Sequence[str]) -> tuple[list[LocalNode], str]:
-        """Nodes that should be but are not in some partition's ISR, and a reason text."""
-        missing, why = out_of_sync(admin, topics)
-        return [n for n in self._nodes if n.node_id in missing], why
-
-    def _create(
-        self,
-        admin: Any,
-        topics: Mapping[str, int],
-        rf: int,
-        config: Mapping[str, str] | None = None,
-    ) -> None:
-        create_topics(admin, topics, rf, config)
-
-    def create_topics(
-        self,
-        topics: dict[str, int],
-        replication_factor: int = 3,
-        config: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
-    ) -> None:
-        """Create topics (name -> partitions) and wait until every replica is in sync."""
-        admin = self._admin()
-        self._create(admin, topics, replication_factor, config)
-        self.wait_in_sync(list(topics), timeout, admin)
-
-    def wait_in_sync(self, topics: Sequence[str], timeout: float = 60.0, admin: Any = None) -> None:
-        """Wait until every partition of `topics` has a leader and all replicas in its ISR."""
-        admin = admin or self._admin()
-        deadline = time.monotonic() + timeout
-        why = ""
-        lagging: list[LocalNode] = []
-        while time.monotonic() < deadline:
-            try:
-                lagging, why = self._out_of_sync(admin, topics)
-                if not lagging and not why:
-                    return
-            except Exception as e:
-                why = str(e)
-            time.sleep(0.3)
-        raise self._failure(
-            f"topics {', '.join(topics)} not in sync after {timeout:.0f}s: {why}", lagging
-        )
-
-    def heal(self, timeout: float = 120.0) -> None:
-        """Undo every fault a test may have left: resume paused nodes, flush iptables
-        inside each namespace, lift cgroup memory limits, start stopped nodes, wait ready.
-        """
-        for n in self._nodes:
-            # Also a node another process SIGSTOPped (a test's child, a killed ktrial):
-            # the kernel, not our flag, says whether it is stopped.
-            if n.paused or (n.pid is not None and process_state(n.pid) in ("T", "t")):
-                n.resume()
-            if n.netns:
-                for table in ("filter", "raw", "mangle"):
-                    n.exec(["iptables", "-w", "-t", table, "-F"], check=False)
-            if n.cgroup_dir:
-                cgroups.unlimit(n.cgroup_dir)
-        for n in self._nodes:
-            if not n.is_running():
-                n.start()
-        self.wait_ready(timeout)
-
-    def collect_logs(self, dest: Path) -> None:
-        """Copy every node's log files into dest/<node>/ (e.g. a run's logs/)."""
-        for n in self._nodes:
-            d = dest / n.name
-            d.mkdir(parents=True, exist_ok=True)
-            for p in n.logs_dir.glob("*"):
-                if p.is_file():
-                    shutil.copy2(p, d / p.name)
+    def _heal_node(self, node: LocalNode) -> None:
+        """Resume a paused node, flush iptables inside its namespace, lift its memory limit."""
+        # Also a node another process SIGSTOPped (a test's child, a killed ktrial):
+        # the kernel, not our flag, says whether it is stopped.
+        if node.paused or (node.pid is not None and process_state(node.pid) in ("T", "t")):
+            node.resume()
+        if node.netns:
+            for table in ("filter", "raw", "mangle"):
+                node.exec(["iptables", "-w", "-t", table, "-F"], check=False)
+        if node.cgroup_dir:
+            cgroups.unlimit(node.cgroup_dir)
 
 
 def _delete_netns_and_procs(ns: str) -> None:
@@ -781,4 +493,13 @@ def _remove_cgroup_and_procs(d: Path) -> None:
     cgroups.remove(d)
 
 
-__all__ = ["DEFAULT_KAFKA_VERSION", "ClusterNotReady", "LocalCluster", "LocalNode", "Unsupported"]
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "READY_TOPIC",
+    "ClusterNotReady",
+    "LocalCluster",
+    "LocalNode",
+    "NodeStateError",
+    "Unsupported",
+    "tail",
+]

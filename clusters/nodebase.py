@@ -1,26 +1,74 @@
-"""What every node ktrial starts itself (local JVM, docker container) has in common.
+"""What the backends that start their own brokers (local processes, docker containers) share.
 
-Its identity, its directories and how clients reach it: the broker's own CLIENT
-listener, or another host:port advertised in front of it (a Toxiproxy), chosen per
-node or by the cluster's ``client_advertise`` callback.
+`BrokerNode`: a node's identity, directories and client addressing: the broker's own
+CLIENT listener, or another host:port advertised in front of it (a Toxiproxy), chosen
+per node or by the cluster's ``client_advertise`` callback. Its files and commands come
+from the cluster's `BrokerSystem` (clusters.system).
+
+`OwnedCluster`: the lifecycle of a cluster ktrial owns: one ExitStack that gets the
+undo of every resource the moment it exists (so teardown, an exception and Ctrl-C
+unwind the same way), the state file `cluster clean` reads, readiness as "every broker
+registered and a test topic fully in sync", failures that show the nodes' logs, and
+log collection. A backend implements `_start` (make the nodes and start them) and
+`_heal_node`; everything done through the admin API is `clusters.admin.AdminCluster`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+import os
+import shutil
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
+from . import netns
+from . import state as statemod
+from .admin import AdminCluster, ClusterNotReady, create_topics
+from .apache_kafka import ApacheKafka
+from .base import ClientAdvertise
+from .install import KafkaInstall
 from .kafka_config import NodeAddr, Ports
+from .system import BrokerSystem, NodePaths
+
+log = logging.getLogger(__name__)
+
+READY_TOPIC = "ktrial-ready"
 
 
-class BrokerNode:
-    """Identity, directories and client addressing of one broker+controller."""
+class NodeStateError(RuntimeError):
+    """A node operation that makes no sense in the node's current state."""
 
-    # the cluster that owns the node; its `client_advertise` may be None
-    cluster: Any
 
-    def _init_node(self, cluster: Any, index: int, host: str, ports: Ports, work_dir: Path) -> None:
+def tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` lines of a (log) file, or why there are none."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            text = fh.read().decode(errors="replace")
+    except OSError as e:
+        return f"(no log: {e})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class BrokerNode(ABC):
+    """Identity, directories and client addressing of one broker+controller.
+
+    Implements clusters.base.Node together with a backend's process operations.
+    """
+
+    # the cluster that owns the node
+    cluster: OwnedCluster[Any]
+
+    def _init_node(
+        self, cluster: OwnedCluster[Any], index: int, host: str, ports: Ports, work_dir: Path
+    ) -> None:
         self.cluster = cluster
         self.index = index
         self.name = f"n{index}"
@@ -34,9 +82,67 @@ class BrokerNode:
         self._advertise: tuple[str, int] | None = None
         self._paused = False
 
+    # ------------------------------------------------------------ what a backend provides
+
+    @property
+    @abstractmethod
+    def pid(self) -> int | None: ...
+
+    @property
+    @abstractmethod
+    def cgroup(self) -> str | None: ...
+
+    @property
+    @abstractmethod
+    def returncode(self) -> int | None:
+        """Exit code of the broker once it exited (None while it runs)."""
+
+    @abstractmethod
+    def is_running(self) -> bool: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self, timeout: float = 30.0) -> None: ...
+
+    @abstractmethod
+    def kill(self) -> None: ...
+
+    @abstractmethod
+    def pause(self) -> None: ...
+
+    @abstractmethod
+    def resume(self) -> None: ...
+
+    @abstractmethod
+    def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str: ...
+
+    @abstractmethod
+    def paths(self) -> NodePaths:
+        """This node's files as its broker process sees them."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """The node's record in the cluster's state file."""
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    # ------------------------------------------------------------ shared
+
     @property
     def address(self) -> str:
         return self.host
+
+    @property
+    def log_path(self) -> Path:
+        return self.logs_dir / "server.log"
+
+    @property
+    def log_paths(self) -> Sequence[Path]:
+        return [self.log_path, self.logs_dir / "stdout.log", self.logs_dir / "gc.log"]
 
     @property
     def direct_client(self) -> str:
@@ -46,7 +152,7 @@ class BrokerNode:
     def advertised_client(self) -> tuple[str, int]:
         if self._advertise:
             return self._advertise
-        advertise: Callable[[Any], tuple[str, int] | None] | None = self.cluster.client_advertise
+        advertise = self.cluster.client_advertise
         if advertise:
             adv = advertise(self)
             if adv:
@@ -64,3 +170,221 @@ class BrokerNode:
 
     def nodeaddr(self) -> NodeAddr:
         return NodeAddr(self.node_id, self.host, self.ports)
+
+    def write_files(self) -> None:
+        """Write the system's files of this node (config, logging) into its work dir."""
+        c = self.cluster
+        files = c.system.node_files(
+            self.nodeaddr(), [n.nodeaddr() for n in c.nodes], self.paths(), self.advertised_client()
+        )
+        for name, text in files.items():
+            (self.work_dir / name).write_text(text)
+
+
+BN = TypeVar("BN", bound=BrokerNode)
+
+
+class OwnedCluster(AdminCluster[BN]):
+    """N nodes ktrial starts and tears down itself; see the module docstring."""
+
+    kind = "owned"
+
+    def __init__(
+        self,
+        nodes: int,
+        profile: str,
+        kafka_version: str | None,
+        broker_config: Mapping[str, str] | None,
+        heap_mb: int,
+        run_id: str | None,
+        ready_timeout: float,
+        auto_install: bool,
+        client_advertise: ClientAdvertise | None = None,
+        system: BrokerSystem | None = None,
+    ) -> None:
+        super().__init__()
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.system: BrokerSystem = system or ApacheKafka(
+            kafka_version, profile, broker_config, heap_mb
+        )
+        self.size = nodes
+        self.profile = profile
+        self.kafka_version = kafka_version
+        self.broker_config = dict(broker_config or {})
+        self.heap_mb = heap_mb
+        self.client_advertise = client_advertise
+        self.run_id = run_id or statemod.new_run_id()
+        self.ready_timeout = ready_timeout
+        self.auto_install = auto_install
+        self.use_netns = False
+        self.state_file = statemod.for_run(self.run_id)
+        self.owner_kind = "library"
+        self._stack = contextlib.ExitStack()
+        self._started = False
+        self.work_dir: Path | None = None
+        self.subnet: str | None = None
+        self.bridge: str | None = None
+        self.cluster_id = self.system.new_cluster_id()
+        self._state_lock = threading.Lock()
+        self._pending: list[BN] = []
+        self._ready_created = False
+
+    @property
+    def kafka(self) -> KafkaInstall:
+        """The Apache Kafka installation the nodes run (once started)."""
+        if isinstance(self.system, ApacheKafka) and self.system.install is not None:
+            return self.system.install
+        raise AttributeError(f"cluster {self.run_id} runs no prepared Apache Kafka installation")
+
+    @property
+    def direct_bootstrap_servers(self) -> str:
+        """The brokers' own CLIENT listeners, bypassing any proxy."""
+        return ",".join(n.direct_client for n in self._nodes)
+
+    @property
+    def marker_env(self) -> dict[str, str]:
+        """Put this in the environment of every process you start for this cluster
+        (Toxiproxy, stress-ng, ...): `cluster clean` kills processes carrying it."""
+        return {"KTRIAL_RUN": self.run_id}
+
+    def metadata(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "run_id": self.run_id,
+            **self.system.metadata(),
+            "nodes": self.size,
+            "profile": self.profile,
+            "broker_config": dict(self.broker_config),
+            "heap_mb": self.heap_mb,
+            "netns": self.use_netns,
+            "subnet": self.subnet,
+            "addresses": {n.name: n.address for n in self._nodes},
+            "bootstrap_servers": self.bootstrap_servers,
+            "unavailable_faults": sorted(self.unsupported_faults()),
+        }
+
+    # ------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> OwnedCluster[BN]:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.teardown()
+
+    def teardown(self) -> None:
+        """Undo everything, newest first. Safe to call twice."""
+        self._stack.close()
+
+    def start(self, wait: bool = True) -> None:
+        if self._started:
+            raise RuntimeError(f"cluster {self.run_id} was already started")
+        self._started = True
+        try:
+            self._start(wait)
+        except BaseException:
+            log.info("start of %s failed; tearing down", self.run_id)
+            self.teardown()
+            raise
+
+    def _start(self, wait: bool) -> None:
+        """Prepare the system, make the nodes, start them; then `wait_ready` if `wait`."""
+        raise NotImplementedError
+
+    def collect_logs(self, dest: Path) -> None:
+        """Copy every node's log files into dest/<node>/ (e.g. a run's logs/)."""
+        for n in self._nodes:
+            d = dest / n.name
+            d.mkdir(parents=True, exist_ok=True)
+            for p in n.logs_dir.glob("*"):
+                if p.is_file():
+                    shutil.copy2(p, d / p.name)
+
+    # ------------------------------------------------------------ state
+
+    def _state_dict(self, status: str) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "status": status,
+            **statemod.owner_fields(),
+            "owner_kind": self.owner_kind,
+            "created": time.time(),
+            "netns": self.use_netns,
+            "subnet": self.subnet,
+            "bridge": self.bridge,
+            "forward_rule": netns.forward_rule(self.run_id) if self.use_netns else None,
+            "work_dir": str(self.work_dir) if self.work_dir else None,
+            "kafka_version": self.system.version,
+            "profile": self.profile,
+            "bootstrap_servers": self.bootstrap_servers if self._nodes else None,
+            "nodes": [n.state() for n in self._nodes],
+        }
+
+    def save_state(self, status: str | None = None) -> None:
+        """Rewrite state.json (node ops may run on several nemesis threads at once)."""
+        with self._state_lock:
+            self._save_state(status)
+
+    def _save_state(self, status: str | None) -> None:
+        old = self.state_file.read()
+        if not old and status is None:
+            return  # torn down (or never started): do not resurrect the record
+        data = self._state_dict(status or old.get("status", "started"))
+        data["created"] = old.get("created", data["created"])
+        for k in ("owner_pid", "owner_start", "owner_kind"):
+            if k in old:
+                data[k] = old[k]
+        self.state_file.write(data)
+
+    # ------------------------------------------------------------ readiness
+
+    def _failure(self, what: str, nodes: Sequence[BN]) -> ClusterNotReady:
+        parts = [f"cluster {self.run_id}: {what}"]
+        for n in nodes:
+            rc = n.returncode
+            state = "running" if n.is_running() else f"exited with code {rc}"
+            parts.append(f"--- {n.name} ({n.host}, {state}), last lines of {n.log_path}:")
+            parts.append(tail(n.log_path))
+            if not n.is_running():
+                parts.append(f"--- {n.logs_dir / 'stdout.log'}:")
+                parts.append(tail(n.logs_dir / "stdout.log", 15))
+        return ClusterNotReady("\n".join(parts))
+
+    def _check_alive(self) -> None:
+        dead = [n for n in self._nodes if not n.is_running()]
+        if dead:
+            raise self._failure(
+                f"{', '.join(n.name for n in dead)} not running while waiting for readiness", dead
+            )
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """All brokers registered and a RF-3 test topic fully in sync, through the admin API."""
+        self._pending, self._ready_created = list(self._nodes), False
+        super().wait_ready(timeout)
+
+    def _ready_step(self, admin: Any) -> str:
+        md = admin.list_topics(timeout=5)
+        registered = set(md.brokers)
+        self._pending = [n for n in self._nodes if n.node_id not in registered]
+        if self._pending:
+            return f"brokers not registered: {', '.join(n.name for n in self._pending)}"
+        if READY_TOPIC not in md.topics and not self._ready_created:
+            create_topics(admin, {READY_TOPIC: self.size}, min(3, self.size))
+            self._ready_created = True
+            return f"{READY_TOPIC} just created"
+        self._pending, why = self._out_of_sync(admin, [READY_TOPIC])
+        if self._pending or why:
+            return why or "replicas out of sync"
+        self.save_state("ready")
+        return ""
+
+    def _not_ready(self, timeout: float, why: str) -> Exception:
+        what = f"not ready after {timeout:.0f}s ({why})"
+        return self._failure(what, self._pending or self._nodes)

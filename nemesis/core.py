@@ -121,17 +121,12 @@ class Nemesis:
     def unsupported(self, names: Sequence[str] | None = None) -> dict[str, str]:
         """Fault family -> why this cluster cannot run it (empty: all fine)."""
         out: dict[str, str] = {}
-        nodes = list(self.cluster.nodes)
-        # A backend may know better (e.g. external: faults need the user's hooks).
-        backend = getattr(self.cluster, "unsupported_faults", None)
-        refused: dict[str, str] = backend() if callable(backend) else {}
+        # The cluster states its limits (clusters.base.Cluster.unsupported_faults); only
+        # Toxiproxy is the run's own business.
+        refused = self.cluster.unsupported_faults()
         for name in names if names is not None else self.faults:
             if name in refused:
                 out[name] = refused[name]
-            elif name in ("partition", "loss") and len({n.address for n in nodes}) < len(nodes):
-                out[name] = "nodes share one address (no network namespaces; drop --no-netns)"
-            elif name == "memory" and not all(n.cgroup for n in nodes):
-                out[name] = "nodes have no memory cgroups (needs root and a memory hierarchy)"
             elif name == "toxic" and self.ctx.proxies is None:
                 out[name] = "no Toxiproxy in front of the brokers (plan_proxies/ClientProxies)"
         return out

@@ -18,7 +18,13 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from ktrial.clusters.base import Unsupported
+from ktrial.clusters.base import Unsupported, node_fault_limits
+from ktrial.commands.nemesis_flags import (
+    nemesis_options,
+    options_from_kwargs,
+    parse_faults_flag,
+    parse_params_flag,
+)
 from ktrial.histories.jsonl import HistoryWriter, read_history
 from ktrial.histories.recorder import Recorder
 from ktrial.nemesis import (
@@ -28,13 +34,9 @@ from ktrial.nemesis import (
     ScriptSchedule,
     StablePeriodSchedule,
     load_script,
-    nemesis_options,
-    options_from_kwargs,
-    parse_faults,
 )
 from ktrial.nemesis.clean import clean_processes
 from ktrial.nemesis.memory import ENV_MARK as BALLOON_MARK
-from ktrial.nemesis.options import parse_params
 from ktrial.nemesis.process import process_state
 from ktrial.nemesis.schedule import parse_script
 
@@ -100,6 +102,9 @@ class ProcCluster:
 
     def node(self, name: str) -> ProcNode:
         return next(n for n in self.nodes if n.name == name)
+
+    def unsupported_faults(self) -> dict[str, str]:
+        return node_fault_limits(self.nodes)
 
     def teardown(self) -> None:
         for n in self.nodes:
@@ -246,16 +251,16 @@ def test_script_errors_name_the_entry() -> None:
 
 
 def test_cli_options() -> None:
-    assert parse_faults("kill, pause,,kill") == ("kill", "pause")
-    assert "restart" not in parse_faults("all") and "memory" in parse_faults("all")
+    assert parse_faults_flag("kill, pause,,kill") == ("kill", "pause")
+    assert "restart" not in parse_faults_flag("all") and "memory" in parse_faults_flag("all")
     with pytest.raises(click.BadParameter, match="nuke"):
-        parse_faults("kill,nuke")
-    assert parse_params(["memory.balloon_bytes=1024", "toxic.kind=latency"]) == {
+        parse_faults_flag("kill,nuke")
+    assert parse_params_flag(["memory.balloon_bytes=1024", "toxic.kind=latency"]) == {
         "memory": {"balloon_bytes": 1024},
         "toxic": {"kind": "latency"},
     }
     with pytest.raises(click.BadParameter, match="accepts"):
-        parse_params(["kill.probability=0.1"])
+        parse_params_flag(["kill.probability=0.1"])
 
     seen = {}
 

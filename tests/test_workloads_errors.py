@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from ktrial.workloads.errors import classify, consumer_event_is_benign, describe, must_retire
+from ktrial.workloads.confluent.errors import (
+    classify,
+    consumer_event_is_benign,
+    describe,
+    must_retire,
+)
 
 E = KafkaError
 

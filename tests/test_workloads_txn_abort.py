@@ -16,6 +16,7 @@ import pytest
 from ktrial.workloads.confluent import ConfluentDriver, DriverConfig
 from ktrial.workloads.driver import Completion, KeyMap, TopicPartition
 from ktrial.workloads.queue import QueueOptions, QueueWorkload
+from ktrial.workloads.rewind import ReadPositions
 
 
 class _Msg:
@@ -70,7 +71,7 @@ def _driver(producer: ScriptedProducer, **cfg: Any) -> ConfluentDriver:
     d._producer_stuck = False
     d.producer = producer  # type: ignore[assignment]
     d.consumer = None
-    d.assigned, d.pos, d._op_first, d.rebalance_log = [], {}, {}, []
+    d.reads = ReadPositions()
     return d
 
 

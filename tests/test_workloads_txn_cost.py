@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ktrial.commands.run import _parse_value, workload_options
+from ktrial.commands.run import _parse_value
 from ktrial.histories.jsonl import HistoryWriter
 from ktrial.histories.recorder import Recorder
 from ktrial.workloads import WORKLOADS, make_workload
-from ktrial.workloads.confluent import DriverConfig, _decode
+from ktrial.workloads.confluent import DriverConfig
 from ktrial.workloads.driver import Completion
+from ktrial.workloads.ops import decode_value as _decode
+from ktrial.workloads.options import workload_options
 from ktrial.workloads.txn_cost import (
     Cell,
     TxnCostOptions,

@@ -15,6 +15,12 @@ The contract a driver must honour:
 * ``type`` follows :mod:`.errors`; ``retire=True`` asks the workload to close this
   driver and continue under a new process number with fresh clients;
 * after a ``fail`` or ``info`` op the consumer is back where the op began reading.
+
+The op flow and its rules are client-independent (:mod:`.ops`, :mod:`.rewind`,
+:mod:`.errors`); a client library supplies only its calls and its error rules. A
+driver in another language runs as a worker process speaking this contract as JSON
+lines: one invoke per line on its stdin (:func:`invoke_json`), one completion per
+line on its stdout (:meth:`Completion.to_json` / :meth:`Completion.from_json`).
 """
 
 from __future__ import annotations
@@ -69,6 +75,42 @@ class Completion:
     error: Any = None
     retire: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # poll_ms, rebalance_log, ...
+
+    def to_json(self) -> dict[str, Any]:
+        """The completion as one JSON object (a worker process's stdout line)."""
+        out: dict[str, Any] = {"type": self.type, "value": self.value}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.retire:
+            out["retire"] = True
+        if self.extra:
+            out["extra"] = self.extra
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Completion:
+        """A completion from a worker's JSON object; a malformed one raises ValueError."""
+        if not isinstance(obj, dict) or obj.get("type") not in ("ok", "fail", "info"):
+            raise ValueError(
+                f"driver completion: expected {{'type': ok|fail|info, ...}}, got {obj!r}"
+            )
+        if "value" not in obj or not isinstance(obj.get("extra", {}), dict):
+            raise ValueError(f"driver completion: needs a value and an object extra, got {obj!r}")
+        return cls(
+            obj["type"],
+            obj["value"],
+            obj.get("error"),
+            bool(obj.get("retire")),
+            dict(obj.get("extra", {})),
+        )
+
+
+def invoke_json(f: str, value: list[Any], abort: bool = False) -> dict[str, Any]:
+    """One invoke as the JSON object a worker process reads from its stdin."""
+    out: dict[str, Any] = {"f": f, "value": value}
+    if abort:
+        out["abort"] = True
+    return out
 
 
 class Driver(Protocol):

@@ -329,7 +329,7 @@ def test_without_netns_brokers_share_loopback_unsafe_profile(
     )
     n = c.node("n1")
     assert n.address == "127.0.0.1" and n.netns is None
-    assert any("partition" in f for f in c.unavailable_faults())
+    assert any("partition" in f for f in c.unsupported_faults())
     with pytest.raises(Unsupported, match="namespace"):
         n.exec(["true"])
     conf = live_broker_config(c, 1)
