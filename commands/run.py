@@ -1,4 +1,4 @@
-"""`ktrial run`: one command from nothing to a verdict (see run.py for the sequence)."""
+"""`ktrial run`: one command from nothing to a verdict (see trial.py for the sequence)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from ..clusters.external import parse_hooks
-from ..nemesis import nemesis_options, options_from_kwargs
-from ..run import Run, RunSpec, default_store
+from ..trial import Trial, TrialOutcome, TrialSpec, default_store
+from ..workloads.options import workload_options
+from .nemesis_flags import nemesis_options, options_from_kwargs
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -66,40 +67,6 @@ def _parse_value(v: str) -> Any:
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
     return v
-
-
-def workload_options(
-    workload: str,
-    txn: bool | None,
-    idempotence: bool | None,
-    sub_via: str | None,
-    abort_p: float | None,
-    crash_clients: int | None,
-    rate: float | None,
-    concurrency: int | None,
-) -> dict[str, Any]:
-    """CLI flags -> the workload's option dict: only what was given and what it understands."""
-    opts: dict[str, Any] = {}
-    if workload == "queue":
-        opts["txn"] = True if txn is None else txn
-        if idempotence is not None:
-            opts["idempotence"] = idempotence
-        if sub_via is not None:
-            opts["sub_via"] = sub_via
-        if concurrency is not None:
-            opts["concurrency"] = concurrency
-    else:
-        if txn is not None or idempotence is False or sub_via is not None:
-            raise click.UsageError(
-                "--txn, --no-idempotence and --sub-via apply to the queue workload; copy is "
-                "always transactional and idempotent and reads through its consumer group"
-            )
-        if concurrency is not None:
-            opts["copiers"] = concurrency
-    for name, value in (("abort_p", abort_p), ("crash_clients", crash_clients), ("rate", rate)):
-        if value is not None:
-            opts[name] = value
-    return opts
 
 
 @click.command("run")
@@ -275,18 +242,21 @@ def run(**kw: Any) -> None:
     wopts: dict[str, Any] = {
         k: _parse_value(v) for k, v in parse_overrides(kw["workload_opt"], "--workload-opt").items()
     }
-    wopts.update(
-        workload_options(
-            workload,
-            kw["txn"],
-            kw["idempotence"],
-            kw["sub_via"],
-            kw["abort_p"],
-            kw["crash_clients"],
-            kw["rate"],
-            kw["concurrency"],
+    try:
+        wopts.update(
+            workload_options(
+                workload,
+                kw["txn"],
+                kw["idempotence"],
+                kw["sub_via"],
+                kw["abort_p"],
+                kw["crash_clients"],
+                kw["rate"],
+                kw["concurrency"],
+            )
         )
-    )
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
     producer = parse_overrides(kw["producer_config"], "--producer-config")
     if kw["acks"] is not None:
         producer["acks"] = kw["acks"]
@@ -305,7 +275,7 @@ def run(**kw: Any) -> None:
         raise click.UsageError("--keep-data needs --cluster local")
     if kw["cluster_kind"] != "external" and (kw["bootstrap"] or hooks or kw["keep_topics"]):
         raise click.UsageError("--bootstrap, --hook and --keep-topics need --cluster external")
-    spec = RunSpec(
+    spec = TrialSpec(
         name=kw["name"] or workload,
         store=kw["store"],
         seed=kw["seed"],
@@ -336,12 +306,12 @@ def run(**kw: Any) -> None:
     except (ValueError, TypeError) as e:
         raise click.UsageError(str(e)) from None
 
-    outcome = Run(spec, say=lambda m: click.echo(f"[ktrial] {m}", err=True)).execute()
+    outcome = Trial(spec, say=lambda m: click.echo(f"[ktrial] {m}", err=True)).execute()
     _summary(outcome)
     sys.exit(outcome.exit_code)
 
 
-def _summary(outcome: Any) -> None:
+def _summary(outcome: TrialOutcome) -> None:
     res = outcome.results
     verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}.get(
         res.get("valid") if res else "unknown", "UNKNOWN"

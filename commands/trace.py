@@ -19,6 +19,7 @@ import click
 
 from ..clusters import dumplog
 from ..histories.store import RunDir, load_json
+from ..histories.testmeta import TestMeta
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,15 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
         raise click.UsageError(
             f"{rd.path} has no broker data (data/): run again with `ktrial run --keep-data`"
         )
-    test = rd.read_test()
-    keys = test.get("keys") or {}
-    versions = (test.get("cluster") or {}).get("broker_versions") or [None]
+    try:
+        test = TestMeta.read(rd.test_json)
+    except ValueError as e:
+        raise click.UsageError(f"{rd.test_json}: unreadable test.json ({e})") from None
+    keys = test.keys
+    versions = test.broker_versions or [None]
     install = resolve(versions[0])
     java = require_java()
-    wall0 = float(test.get("history_wall_start") or 0.0)
+    wall0 = test.history_wall_start or 0.0
     transitions: list[dumplog.TxnTransition] | None = None
     nodes = sorted(p for p in data.iterdir() if p.is_dir())
     # several lost writes often share a key: read its history and dump its log once

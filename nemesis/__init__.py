@@ -1,6 +1,6 @@
 """ktrial.nemesis — faults, recorded in the history, always healed.
 
-API for `run.py`::
+API for `trial.py`::
 
     nem = Nemesis(cluster, recorder, ["partition", "kill"], random.Random(seed),
                   partitions=[("topic", 0), ...], proxies=client_proxies_or_None)
@@ -18,7 +18,7 @@ from .clean import clean_leftovers
 from .core import FAMILIES, FAULT_NAMES, Nemesis, fault_params
 from .memory import MemoryFault
 from .network import LossFault, PartitionFault
-from .options import NemesisOptions, nemesis_options, options_from_kwargs, parse_faults
+from .options import NemesisOptionError, NemesisOptions, parse_faults, parse_params
 from .process import KillFault, PauseFault, RollingRestart
 from .proxies import ClientProxies, ProxyPlan, plan_proxies
 from .schedule import (
@@ -46,6 +46,7 @@ __all__ = [
     "LossFault",
     "MemoryFault",
     "Nemesis",
+    "NemesisOptionError",
     "NemesisOptions",
     "PartitionFault",
     "PauseFault",
@@ -65,8 +66,7 @@ __all__ = [
     "fault_params",
     "load_script",
     "make_schedule",
-    "nemesis_options",
-    "options_from_kwargs",
     "parse_faults",
+    "parse_params",
     "plan_proxies",
 ]

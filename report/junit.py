@@ -23,7 +23,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from ..histories.redact import redact
 from ..histories.store import RunDir, load_json
+from ..histories.testmeta import TestMeta
 from .meanings import KNOWN_TYPES, LIVENESS_TYPES, meaning
 
 EOS_TYPES = frozenset({"eos-duplicate", "eos-loss"})
@@ -31,25 +33,18 @@ DATA_FS = ("send", "poll", "txn")
 MAX_EXPLANATIONS = 3
 
 
-def _workload(test: dict[str, Any]) -> str | None:
-    w = test.get("workload")
-    if isinstance(w, dict):
-        w = w.get("name") or w.get("kind")
-    return str(w) if w else None
-
-
 def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
     return ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
 
 
 def _anomaly_cases(
-    suite: ET.Element, results: dict[str, Any], test: dict[str, Any], report_path: Path
+    suite: ET.Element, results: dict[str, Any], test: TestMeta, report_path: Path
 ) -> None:
     anomalies = results.get("anomalies")
     anomalies = anomalies if isinstance(anomalies, dict) else {}
     bad = set(results.get("bad_error_types") or [])
     unknown = results.get("valid") not in (True, False)
-    workload = _workload(test)
+    workload = test.workload_name
     # Liveness violations (anomalies under liveness_bad) get their own ktrial.liveness case.
     types = list(KNOWN_TYPES) + sorted(
         t for t in anomalies if t not in KNOWN_TYPES and t not in LIVENESS_TYPES
@@ -182,11 +177,13 @@ def _liveness_cases(
 
 def build_junit(
     results: dict[str, Any] | None,
-    test: dict[str, Any],
+    test: TestMeta | dict[str, Any],
     report_path: Path,
     thresholds: dict[str, Any] | None = None,
 ) -> ET.ElementTree:
     """The junit ElementTree for one run's results (None: no results → one error case)."""
+    if not isinstance(test, TestMeta):
+        test = TestMeta.from_json(test)
     suites = ET.Element("testsuites", name="ktrial")
     suite = ET.SubElement(suites, "testsuite", name="ktrial")
     if results is None:
@@ -195,10 +192,8 @@ def build_junit(
     else:
         _anomaly_cases(suite, results, test, report_path)
         metrics = results.get("metrics")
-        raw_slo = test.get("slo")
-        slo: dict[str, Any] = raw_slo if isinstance(raw_slo, dict) else {}
         if isinstance(metrics, dict):
-            _liveness_cases(suite, metrics, {**slo, **(thresholds or {})}, report_path)
+            _liveness_cases(suite, metrics, {**test.slo, **(thresholds or {})}, report_path)
     cases = suite.findall("testcase")
     n_fail = sum(1 for c in cases if c.find("failure") is not None)
     n_err = sum(1 for c in cases if c.find("error") is not None)
@@ -212,11 +207,8 @@ def build_junit(
     duration = stats.get("duration_s") if isinstance(stats, dict) else None
     if isinstance(duration, (int, float)):
         suite.set("time", f"{duration:.3f}")
-    start = test.get("wall_start")
-    if isinstance(start, (int, float)):  # epoch seconds, as `ktrial run` records it
-        suite.set("timestamp", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start)))
-    elif isinstance(start, str):
-        suite.set("timestamp", start)
+    if test.wall_start is not None:  # epoch seconds (an ISO time in test.json is converted)
+        suite.set("timestamp", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(test.wall_start)))
     ET.indent(suites)
     return ET.ElementTree(suites)
 
@@ -234,10 +226,9 @@ def write_junit(
     if results is None and rd.results.exists():
         loaded = load_json(rd.results)
         results = loaded if isinstance(loaded, dict) else None
-    test = rd.read_test() if rd.test_json.exists() else {}
-    tree = build_junit(
-        results, test if isinstance(test, dict) else {}, rd.report.resolve(), thresholds
-    )
+    test = load_json(rd.test_json) if rd.test_json.exists() else {}
+    meta = TestMeta.from_json(redact(test) if isinstance(test, dict) else {})
+    tree = build_junit(results, meta, rd.report.resolve(), thresholds)
     tmp = rd.path / ".junit.xml.tmp"
     tree.write(tmp, encoding="utf-8", xml_declaration=True)
     tmp.replace(rd.junit)

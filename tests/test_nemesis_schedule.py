@@ -8,6 +8,7 @@ namespace and cgroup faults must refuse such a cluster with a clear reason.
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import subprocess
 import threading
@@ -288,13 +289,16 @@ def test_cli_options() -> None:
     assert isinstance(opts.make_schedule(), IntervalSchedule)
 
 
+@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="needs stress-ng")
 def test_clean_kills_balloons_of_dead_runs_only() -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     import os
 
-    orphan = subprocess.Popen(["sleep", "60"], env={**os.environ, BALLOON_MARK: str(dead.pid)})
-    mine = subprocess.Popen(["sleep", "60"], env={**os.environ, BALLOON_MARK: str(os.getpid())})
+    # a real stress-ng: clean kills only processes that are what the mark says they are
+    balloon = ["stress-ng", "--sleep", "1", "--timeout", "60", "--quiet"]
+    orphan = subprocess.Popen(balloon, env={**os.environ, BALLOON_MARK: str(dead.pid)})
+    mine = subprocess.Popen(balloon, env={**os.environ, BALLOON_MARK: str(os.getpid())})
     try:
         time.sleep(0.2)
         removed = clean_processes(BALLOON_MARK, "stress-ng balloon", all=False)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 import pytest
-from ktrial.commands.run import parse_overrides, workload_options
+from ktrial.commands.run import parse_overrides
 from ktrial.workloads import make_workload
 from ktrial.workloads.confluent import DriverConfig
+from ktrial.workloads.options import workload_options
 from ktrial.workloads.queue import QueueOptions, key_layout
 
 

@@ -1,6 +1,6 @@
 """ktrial.workloads: op generators and client drivers (DESIGN.md section 4).
 
-A workload has three phases, each a method, so the run orchestration (run.py)
+A workload has three phases, each a method, so the run orchestration (trial.py)
 can put a nemesis, a heal and a wait around them:
 
 * ``setup(cluster)`` creates the topics (replication factor explicit) and returns

@@ -41,6 +41,7 @@ from . import drain as drain_mod
 from .bounded import in_background
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, KeyMap, TopicPartition
+from .options import CommonOptions
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 
@@ -77,6 +78,17 @@ class CopyOptions:
         if unknown:
             raise ValueError(f"copy workload: unknown options {unknown}; known: {sorted(known)}")
         return cls(**opts)
+
+    @classmethod
+    def from_common(cls, common: CommonOptions) -> dict[str, Any]:
+        """Copy is always transactional, idempotent and subscribed (refused otherwise);
+        `concurrency` is its number of copiers."""
+        common.refuse_queue_only()
+        opts: dict[str, Any] = {}
+        if common.concurrency is not None:
+            opts["copiers"] = common.concurrency
+        opts.update(common.given("abort_p", "crash_clients", "rate"))
+        return opts
 
 
 class CopyWorkload:

@@ -23,6 +23,7 @@ from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .generator import Generator, GenOp, GenOptions
+from .options import CommonOptions
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 
@@ -58,6 +59,18 @@ class QueueOptions:
         if unknown:
             raise ValueError(f"queue workload: unknown options {unknown}; known: {sorted(known)}")
         return cls(**opts)
+
+    @classmethod
+    def from_common(cls, common: CommonOptions) -> dict[str, Any]:
+        """The common settings the queue takes, all under their own names. Transactions
+        are on unless turned off (the dataclass default, off, is for direct callers)."""
+        opts: dict[str, Any] = {"txn": True if common.txn is None else common.txn}
+        opts.update(
+            common.given(
+                "idempotence", "sub_via", "concurrency", "abort_p", "crash_clients", "rate"
+            )
+        )
+        return opts
 
     @property
     def ppt(self) -> int:

@@ -28,9 +28,9 @@ ops invoked inside the cell's window. The window is closed-loop: it starts once
 every producer has warmed up, producers stop starting transactions when it ends,
 and the elapsed time runs until the last one in flight completed.
 
-The table is what ``results()`` returns: the run orchestration (run.py,
-workloads/runner.py) writes it to test.json as ``workload_results``; ``drain()``
-also returns it under ``"txn_cost"`` and prints it to stderr.
+The table is what ``results()`` returns: the run orchestration (trial.py) writes it
+to test.json as ``workload_results``; ``drain()`` also returns it under ``"txn_cost"``
+and prints it to stderr.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
+from .options import CommonOptions
 from .slot import Slot
 from .tracker import OffsetTracker
 
@@ -144,6 +145,18 @@ class TxnCostOptions:
                 f"txn-cost workload: unknown options {unknown}{hint}; known: {sorted(known)}"
             )
         return cls(**opts)
+
+    @classmethod
+    def from_common(cls, common: CommonOptions) -> dict[str, Any]:
+        """txn-cost is always transactional and sets its own producer counts, so it takes
+        none of the common settings: they are passed on (`concurrency` as `copiers`, as
+        for copy) for from_dict to refuse by name, with a hint for `copiers`."""
+        common.refuse_queue_only()
+        opts: dict[str, Any] = {}
+        if common.concurrency is not None:
+            opts["copiers"] = common.concurrency
+        opts.update(common.given("abort_p", "crash_clients", "rate"))
+        return opts
 
 
 def _int_in(name: str, v: Any, lo: int, hi: int) -> None:

@@ -1,5 +1,5 @@
 """The queue workload under each fault family (30 s each, `safe` profile) through the run
-orchestration (`ktrial.run.Run`): the history must check valid, hold the family's
+orchestration (`ktrial.trial.Trial`): the history must check valid, hold the family's
 nemesis ops, and the run must leave no nemesis process behind.
 
 Each run starts and tears down its own cluster (~1.5 min per family), so this module is
@@ -18,7 +18,7 @@ from ktrial.nemesis import NemesisOptions
 from ktrial.nemesis.clean import marked_processes
 from ktrial.nemesis.memory import ENV_MARK as BALLOON_MARK
 from ktrial.nemesis.toxiproxy import ENV_MARK as TOXIPROXY_MARK
-from ktrial.run import Run, RunSpec
+from ktrial.trial import Trial, TrialSpec
 
 from .conftest import local_cluster_skip_reason
 
@@ -50,7 +50,7 @@ def test_queue_workload_stays_valid_under(family: str, tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     expected_fs, params, interval = FAMILIES[family]
-    spec = RunSpec(
+    spec = TrialSpec(
         name=f"nemesis-{family}",
         store=str(tmp_path / "store"),
         seed=20261129,
@@ -58,7 +58,7 @@ def test_queue_workload_stays_valid_under(family: str, tmp_path: Path) -> None:
         live=False,
         nemesis=NemesisOptions(faults=(family,), interval=interval, params=params),
     )
-    outcome = Run(spec, say=lambda *_: None).execute()
+    outcome = Trial(spec, say=lambda *_: None).execute()
 
     assert outcome.error is None
     assert outcome.results is not None and outcome.results["valid"] is True, outcome.results

@@ -3,7 +3,7 @@
 A node is killed and another partitioned away while the workload runs; after the
 heal every worker slot must complete new ok ops (possibly as a replacement
 process), no op may stay pending longer than its time budget, `run()` must return
-soon after `stop` (run.py joins the workload thread), and the checked history
+soon after `stop` (trial.py joins the workload thread), and the checked history
 must be valid.
 """
 

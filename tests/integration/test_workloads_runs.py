@@ -1,7 +1,7 @@
 """Whole runs of the queue and copy workloads on the real 3-node local cluster, checked.
 
-Each run goes through workloads.runner.execute exactly as `ktrial run` does:
-setup -> main phase -> drain -> checker, into a run directory.
+Each run goes through the run orchestration (trial.run_workload) exactly as `ktrial run`
+does: setup -> main phase -> drain -> checker, into a run directory.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from ktrial.histories.jsonl import read_history
 from ktrial.histories.store import create_run, load_json
+from ktrial.trial import TrialOutcome, run_workload
 from ktrial.workloads import make_workload
-from ktrial.workloads.runner import RunOutcome, execute
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def run(
     seconds: float,
     targets: dict[str, int],
     seed: int = 11,
-) -> RunOutcome:
+) -> TrialOutcome:
     """Run for at most `seconds`, ending early once every target count ("f:type") is reached.
 
     Sizing runs by work done keeps them short on a quiet machine; the caps keep the
@@ -38,8 +38,9 @@ def run(
     def reached(counts: Any) -> bool:
         return all(counts[tuple(k.split(":"))] >= v for k, v in targets.items())
 
-    out = execute(cluster, wl, rd, seed, seconds, drain_timeout_s=60.0, until=reached)
-    # What execute returned is what it wrote.
+    out = run_workload(cluster, wl, rd, seed, seconds, drain_timeout=60.0, until=reached)
+    assert out.error is None, out.error
+    # What run_workload returned is what it wrote.
     assert load_json(rd.results)["valid"] == out.results["valid"]
     meta = load_json(rd.test_json)
     pconf = meta["producer_config"]
@@ -48,23 +49,22 @@ def run(
     assert meta["seed"] == seed and meta["keys"] and meta["drain"] == out.drain
     assert meta["consumer_config"]["isolation.level"] == "read_committed"
     assert meta["cluster"]["kind"] == "local"
-    out.meta["_history"] = str(rd.history)
     return out
 
 
-def n(out: RunOutcome, f: str, t: str) -> int:
+def n(out: TrialOutcome, f: str, t: str) -> int:
     return out.counts.get(f"{f}:{t}", 0)
 
 
-def explain(out: RunOutcome) -> str:
+def explain(out: TrialOutcome) -> str:
     return f"results={out.results.get('anomalies')} drain={out.drain} counts={out.counts}"
 
 
-def assert_fully_drained(out: RunOutcome) -> None:
+def assert_fully_drained(out: TrialOutcome) -> None:
     assert out.drain["caught_up"], explain(out)
     assert out.drain["lagging_keys"] == {}
     # Every value an ok send acknowledged was read back by an ok poll.
-    ops = read_history(out.meta["_history"])
+    ops = read_history(out.run_dir.history)
     sent = {
         (m.key, m.value)
         for o in ops
@@ -109,7 +109,7 @@ def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
     assert_fully_drained(out)
     # Aborted values were really written (offsets acknowledged), yet the checker found
     # no ok op reading them (valid above): read_committed held.
-    ops = read_history(out.meta["_history"])
+    ops = read_history(out.run_dir.history)
     aborted = {
         (m.key, m.value)
         for o in ops

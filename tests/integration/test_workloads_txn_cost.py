@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from ktrial.histories.store import create_run, load_json
+from ktrial.trial import run_workload
 from ktrial.workloads import make_workload
-from ktrial.workloads.runner import execute
 from ktrial.workloads.txn_cost import format_table
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,8 @@ def test_txn_cost_matrix_is_measured_and_valid(local_cluster: Any, tmp_path: Pat
     wl = make_workload("txn-cost", dict(OPTS), 5)
     rd = create_run(tmp_path / "store", "txn-cost")
     # The run ends by itself once the matrix is done; the limit only bounds a hang.
-    out = execute(local_cluster, wl, rd, 5, time_limit_s=180, drain_timeout_s=60)
+    out = run_workload(local_cluster, wl, rd, 5, time_limit=180, drain_timeout=60)
+    assert out.error is None, out.error
     table = out.drain["txn_cost"]
     print("\n" + format_table(table["cells"]))
     print(json.dumps({"counts": out.counts, "drain_s": out.drain["seconds"]}))

@@ -1,0 +1,487 @@
+"""One ktrial run, end to end: the only run orchestration (`ktrial run` and the tests use it).
+
+A :class:`Trial` runs named phases in order, each registering what it starts on one
+ExitStack, so errors and Ctrl-C unwind everything by construction:
+
+1. ``start_cluster``  - the cluster (and Toxiproxy in front of it when the faults need
+   it), ready; or a cluster the caller started and keeps (``cluster=``);
+2. ``start_workload`` - the workload builds its topics; test.json is written (before
+   the first op) and the history is opened;
+3. ``start_faults``   - the nemesis and the node-stats sampler;
+4. ``main_phase``     - the workload (and the fault schedule) for ``time_limit`` s, or
+   until Ctrl-C or the caller's ``until`` says it is enough; faults healed at its end;
+5. ``heal_and_drain`` - a quiet wait after the heal, then every key read back;
+6. ``finish``         - test.json completed (drain, workload results, end time);
+
+then the cluster is torn down, the history checked and the report written. test.json
+is one :class:`~ktrial.histories.testmeta.TestMeta`, written only here. The first
+Ctrl-C ends the main phase early (the partial history is still healed, drained
+briefly, checked and reported); a second one skips the drain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .checker import check_file, options_from_test_json
+from .clusters.base import Unsupported
+from .histories import HistoryWriter, Recorder
+from .histories.store import RunDir, create_run, write_json
+from .histories.testmeta import TestMeta
+
+if TYPE_CHECKING:
+    from .nemesis import ClientProxies, Nemesis, NemesisOptions
+    from .workloads import Workload
+
+log = logging.getLogger("ktrial.run")
+
+EXIT_BY_VERDICT: dict[Any, int] = {True: 0, False: 1, "unknown": 2}
+# "The main phase has done enough": called with the live counts, (f, type) -> n.
+Until = Callable[[Counter[tuple[str, str]]], bool]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything that decides what a run does; written to test.json (its "run" section)."""
+
+    name: str = "queue"
+    store: str = "store"
+    seed: int | None = None
+    time_limit: float = 60.0
+    cluster: str = "local"
+    nodes: int = 3
+    profile: str = "safe"
+    kafka_version: str | None = None
+    broker_config: dict[str, str] = field(default_factory=dict)
+    heap_mb: int = 512
+    netns: bool | None = None
+    keep_data: bool = False  # local: copy brokers' data dirs into the run directory
+    workload: str = "queue"
+    workload_opts: dict[str, Any] = field(default_factory=dict)
+    nemesis: Any = None  # nemesis.NemesisOptions
+    heal_wait: float = 5.0
+    drain_timeout: float = 60.0
+    node_stats_interval: float = 5.0  # 0: no node-stats samples
+    # --cluster external: brokers ktrial did not start (clusters/external.py)
+    bootstrap: str = ""
+    hooks: dict[str, str] = field(default_factory=dict)
+    keep_topics: bool = False
+    live: bool = True
+
+
+@dataclass
+class TrialOutcome:
+    run_dir: RunDir
+    results: dict[str, Any] | None
+    exit_code: int
+    interrupted: bool
+    report: Path | None
+    error: str | None = None
+    meta: TestMeta = field(default_factory=TestMeta)  # what was written to test.json
+    counts: dict[str, int] = field(default_factory=dict)  # "f:type" -> ops recorded
+
+    @property
+    def drain(self) -> dict[str, Any]:
+        """What the drain returned ({} when it did not run)."""
+        return self.meta.drain or {}
+
+
+class _Interrupts:
+    """Count SIGINTs instead of raising mid-teardown: the main loop polls `count`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.event = threading.Event()
+
+    def handler(self, signum: int, frame: object) -> None:
+        self.count += 1
+        self.event.set()
+        if self.count >= 3:
+            raise KeyboardInterrupt  # the user insists: unwind now (ExitStack still cleans up)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Interrupts]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        old = signal.signal(signal.SIGINT, self.handler)
+        old_term = signal.signal(signal.SIGTERM, self.handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, old)
+            signal.signal(signal.SIGTERM, old_term)
+
+
+class Trial:
+    """One run. `cluster`, `workload` and `run_dir` may be given by a caller that already
+    has them (a test's shared cluster); a given cluster is neither started nor torn down."""
+
+    def __init__(
+        self,
+        spec: TrialSpec,
+        say: Callable[[str], Any] = print,
+        *,
+        cluster: Any = None,
+        workload: Workload | None = None,
+        run_dir: RunDir | None = None,
+        until: Until | None = None,
+    ) -> None:
+        self.spec = spec
+        self.say = say
+        self.seed = spec.seed if spec.seed is not None else random.SystemRandom().randrange(2**31)
+        self.interrupts = _Interrupts()
+        self.run_dir: RunDir | None = run_dir
+        self.meta = TestMeta()
+        self.interrupted = False
+        self.counts: dict[str, int] = {}
+        self._given_cluster = cluster
+        self._given_workload = workload
+        self._until = until
+
+    def execute(self) -> TrialOutcome:
+        spec = self.spec
+        run_dir = self.run_dir or create_run(spec.store, spec.name)
+        self.run_dir = run_dir
+        handler = self._log_to(run_dir.logs / "ktrial.log")
+        self.say(f"run directory: {run_dir.path}  (seed {self.seed})")
+        error: str | None = None
+        try:
+            with self.interrupts.installed():
+                try:
+                    self._phases(run_dir)
+                except KeyboardInterrupt:
+                    self.interrupted = True
+                    self.say("interrupted: tearing down")
+                except Exception as e:
+                    log.exception("run failed")
+                    error = f"{type(e).__name__}: {e}"
+                    self.say(f"run failed: {error} (log: {run_dir.logs / 'ktrial.log'})")
+            results, report = self._check_and_report(run_dir)
+        finally:
+            logging.getLogger("ktrial").removeHandler(handler)
+            handler.close()
+        if error is not None:
+            code = 255
+        elif results is None:
+            code = 2
+        else:
+            code = EXIT_BY_VERDICT.get(results.get("valid"), 2)
+        return TrialOutcome(
+            run_dir, results, code, self.interrupted, report, error, self.meta, self.counts
+        )
+
+    def _phases(self, run_dir: RunDir) -> None:
+        from .nemesis import NemesisOptions
+
+        nem_opts: NemesisOptions = self.spec.nemesis or NemesisOptions()
+        self.meta = TestMeta(
+            ktrial_version=__version__,
+            name=self.spec.name,
+            seed=self.seed,
+            time_limit=self.spec.time_limit,
+            wall_start=time.time(),
+        )
+        with contextlib.ExitStack() as stack:
+            cluster, proxies = self.start_cluster(stack, run_dir, nem_opts)
+            workload, recorder = self.start_workload(stack, cluster, run_dir, nem_opts)
+            nem = self.start_faults(stack, cluster, recorder, proxies, nem_opts)
+            self.main_phase(stack, workload, recorder, nem, nem_opts)
+            self.heal_and_drain(workload, recorder)
+            self.finish(workload, recorder, run_dir)
+            if self._given_cluster is None:
+                self.say("tearing down the cluster...")
+
+    # ------------------------------------------------------------------ phases
+
+    def start_cluster(
+        self, stack: contextlib.ExitStack, run_dir: RunDir, nem_opts: NemesisOptions
+    ) -> tuple[Any, ClientProxies | None]:
+        """A ready cluster (Toxiproxy in front when the faults need it); unwound by `stack`."""
+        from .nemesis import ClientProxies, plan_proxies
+
+        if self._given_cluster is not None:
+            if nem_opts.needs_toxiproxy:
+                raise Unsupported("toxic faults need a cluster the run starts itself")
+            return self._given_cluster, None
+        spec = self.spec
+        cluster = self._make_cluster(nem_opts)
+        plan = plan_proxies(spec.nodes) if nem_opts.needs_toxiproxy else None
+        if plan is not None:
+            cluster.client_advertise = plan.advertise
+        if cluster.kind == "external":
+            self.say(f"external cluster at {cluster.bootstrap_servers}")
+        else:
+            self.say(f"starting {spec.nodes} Kafka nodes ({spec.profile} profile)...")
+        stack.callback(cluster.teardown)
+        stack.callback(self._collect_logs, cluster, run_dir)
+        cluster.start(wait=False)
+        proxies = None
+        if plan is not None:
+            proxies = stack.enter_context(
+                ClientProxies(plan, log_path=run_dir.logs / "toxiproxy.log").attach(cluster)
+            )
+        cluster.wait_ready()
+        self.say(f"cluster ready: {cluster.bootstrap_servers}")
+        if self.interrupts.count:
+            raise KeyboardInterrupt
+        return cluster, proxies
+
+    def start_workload(
+        self, stack: contextlib.ExitStack, cluster: Any, run_dir: RunDir, nem_opts: NemesisOptions
+    ) -> tuple[Workload, Recorder]:
+        """The workload's topics; test.json written before the first op; the history opened."""
+        from .workloads import make_workload
+
+        spec = self.spec
+        workload = self._given_workload or make_workload(
+            spec.workload, dict(spec.workload_opts), self.seed
+        )
+        fragment = workload.setup(cluster)
+        self.meta.cluster = cluster.metadata()
+        self.meta.other = dict(fragment)
+        self.meta.other.setdefault("consumer_rewinds", True)  # drivers rewind (workloads/rewind.py)
+        self.meta.nemesis = nem_opts.to_json()
+        self.meta.run = {
+            k: v
+            for k, v in asdict(spec).items()
+            if k not in ("nemesis", "workload_opts", "broker_config")
+        }
+        self.meta.write(run_dir.test_json)
+        recorder = Recorder(stack.enter_context(HistoryWriter(run_dir.history)))
+        # wall-clock time of history time 0 (brokers' logs carry wall-clock times)
+        self.meta.history_wall_start = time.time() - recorder.now() / 1e9
+        return workload, recorder
+
+    def start_faults(
+        self,
+        stack: contextlib.ExitStack,
+        cluster: Any,
+        recorder: Recorder,
+        proxies: ClientProxies | None,
+        nem_opts: NemesisOptions,
+    ) -> Nemesis:
+        """The nemesis (healing on the way out) and the sampler of the nodes' memory."""
+        from .nemesis import Nemesis
+        from .nemesis.nodestats import NodeStatsSampler
+
+        nem = Nemesis(
+            cluster,
+            recorder,
+            nem_opts.all_faults(),
+            random.Random(self.seed),
+            partitions=list(self.meta.topics),
+            proxies=proxies,
+            params=nem_opts.params,
+        )
+        nem.check_supported()
+        stack.callback(nem.close)  # refuses later fault starts, then heals
+        if self.spec.node_stats_interval > 0:
+            sampler = NodeStatsSampler(cluster.nodes, recorder, self.spec.node_stats_interval)
+            stack.callback(sampler.start().close)  # closed before the history is
+        return nem
+
+    def main_phase(
+        self,
+        stack: contextlib.ExitStack,
+        workload: Workload,
+        recorder: Recorder,
+        nem: Nemesis,
+        nem_opts: NemesisOptions,
+    ) -> None:
+        """The workload and the fault schedule until the time is up; then every fault healed."""
+        from .nemesis import ScheduleThread
+
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def drive() -> None:
+            try:
+                workload.run(recorder, stop)
+            except BaseException as e:
+                failure.append(e)
+
+        worker = threading.Thread(target=drive, name="ktrial-workload", daemon=True)
+        with self._live_view(recorder):
+            worker.start()
+            sched = None
+            if nem_opts.faults or nem_opts.schedule == "script":
+                sched = ScheduleThread(nem_opts.make_schedule(), nem).start()
+                stack.callback(sched.close)
+            self.interrupted = self._wait_main_phase(worker, recorder)
+            stop.set()
+            if sched is not None:
+                sched.close()
+            nem.heal_all()
+            worker.join(120)
+        if failure:
+            raise RuntimeError(f"workload failed: {failure[0]!r}") from failure[0]
+
+    def heal_and_drain(self, workload: Workload, recorder: Recorder) -> None:
+        """After the heal: a quiet wait, then every key read back (briefly after a Ctrl-C,
+        not at all after a second one)."""
+        spec = self.spec
+        if self.interrupted:
+            self.say("interrupted: faults healed; draining briefly (Ctrl-C again to skip)")
+        if self.interrupts.count >= 2:
+            return
+        if not self.interrupted and spec.heal_wait > 0:
+            self.say(f"healed; waiting {spec.heal_wait:g}s before the drain")
+            self.interrupts.event.clear()
+            self.interrupts.event.wait(spec.heal_wait)
+        if self.interrupts.count >= 2:
+            return
+        timeout = spec.drain_timeout if not self.interrupted else min(15.0, spec.drain_timeout)
+        self.say("draining: reading every key back from the beginning...")
+        drain = workload.drain(recorder, timeout)
+        self.meta.drain = drain
+        if not drain.get("caught_up", True):
+            self.say(f"drain did not catch up on keys: {drain.get('lagging_keys')}")
+
+    def finish(self, workload: Workload, recorder: Recorder, run_dir: RunDir) -> None:
+        """test.json completed: a measuring workload's results, the interruption, the end."""
+        results = getattr(workload, "results", None)  # e.g. txn-cost's table
+        if callable(results):
+            self.meta.workload_results = results()
+        self.meta.interrupted = self.interrupted
+        self.meta.wall_end = time.time()
+        self.meta.write(run_dir.test_json)
+        self.counts = {f"{f}:{t}": n for (f, t), n in sorted(recorder.counts.items())}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _wait_main_phase(self, worker: threading.Thread, recorder: Recorder) -> bool:
+        """Until the time limit, the workload's end or `until`; True if the user interrupted."""
+        deadline = time.monotonic() + self.spec.time_limit
+        while time.monotonic() < deadline and worker.is_alive():
+            if self.interrupts.event.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
+                return True
+            if self._until is not None and self._until(recorder.snapshot()[1]):
+                break
+        return False
+
+    def _make_cluster(self, nem_opts: NemesisOptions) -> Any:
+        spec = self.spec
+        if spec.cluster == "external":
+            from .clusters.external import ExternalCluster
+
+            ext = ExternalCluster(spec.bootstrap, spec.hooks, keep_topics=spec.keep_topics)
+            refused = {
+                f: why for f, why in ext.unsupported_faults().items() if f in nem_opts.all_faults()
+            }
+            if refused:
+                raise Unsupported("; ".join(f"{f}: {why}" for f, why in refused.items()))
+            return ext
+        if spec.cluster == "docker":
+            from .clusters.docker import DockerCluster
+
+            return DockerCluster(
+                nodes=spec.nodes,
+                profile=spec.profile,
+                kafka_version=spec.kafka_version,
+                broker_config=spec.broker_config,
+                heap_mb=spec.heap_mb,
+                progress=self.say,
+            )
+        if spec.cluster != "local":
+            raise ValueError(f"cluster backend {spec.cluster!r} is not available; use local")
+        from .clusters.local import LocalCluster
+
+        return LocalCluster(
+            nodes=spec.nodes,
+            profile=spec.profile,
+            kafka_version=spec.kafka_version,
+            broker_config=spec.broker_config,
+            heap_mb=spec.heap_mb,
+            use_netns=spec.netns,
+            work_root=None,
+            save_data_to=self.run_dir.path / "data" if spec.keep_data and self.run_dir else None,
+        )
+
+    def _live_view(self, recorder: Recorder) -> contextlib.AbstractContextManager[Any]:
+        if not self.spec.live:
+            return contextlib.nullcontext()
+        from .report.live import LiveView
+        from .report.unseen import UnseenCounter
+
+        assert self.run_dir is not None
+        return LiveView(
+            recorder,
+            self.spec.time_limit,
+            unseen_fn=UnseenCounter(self.run_dir.history),
+            title=f"ktrial {self.spec.name}",
+        )
+
+    def _collect_logs(self, cluster: Any, run_dir: RunDir) -> None:
+        """Copy node logs into the run directory before the cluster's work dir goes."""
+        for node in cluster.nodes:
+            for p in node.log_paths:
+                with contextlib.suppress(OSError):
+                    shutil.copy2(p, run_dir.logs / f"{node.name}-{Path(p).name}")
+
+    def _check_and_report(self, run_dir: RunDir) -> tuple[dict[str, Any] | None, Path | None]:
+        if not run_dir.history.exists():
+            self.say("no history was recorded; nothing to check")
+            return None, None
+        meta = TestMeta.read(run_dir.test_json)  # what was written is what is checked
+        self.say("checking the history...")
+        results = check_file(run_dir.history, options_from_test_json(meta), meta.to_json())
+        write_json(run_dir.results, results)
+        from .report.html import render_report
+        from .report.junit import write_junit
+
+        report = render_report(run_dir.path, results)
+        write_junit(run_dir.path, results)
+        return results, report
+
+    @staticmethod
+    def _log_to(path: Path) -> logging.Handler:
+        h = logging.FileHandler(path)
+        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        lg = logging.getLogger("ktrial")
+        lg.addHandler(h)
+        lg.setLevel(logging.INFO)
+        return h
+
+
+def run_workload(
+    cluster: Any,
+    workload: Workload,
+    run_dir: RunDir,
+    seed: int,
+    time_limit: float,
+    drain_timeout: float = 60.0,
+    until: Until | None = None,
+) -> TrialOutcome:
+    """A run without faults on a cluster the caller started and keeps: the same phases as
+    `ktrial run` (setup, main phase, drain, check, report) with no quiet wait before the
+    drain and no live view."""
+    spec = TrialSpec(
+        name=run_dir.path.parent.name,
+        seed=seed,
+        time_limit=time_limit,
+        workload=workload.name,
+        heal_wait=0.0,
+        drain_timeout=drain_timeout,
+        live=False,
+    )
+    return Trial(
+        spec, say=lambda _: None, cluster=cluster, workload=workload, run_dir=run_dir, until=until
+    ).execute()
+
+
+def default_store() -> str:
+    return os.environ.get("KTRIAL_STORE", "store")

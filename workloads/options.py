@@ -1,0 +1,69 @@
+"""The settings every workload is asked about, and how each workload takes them.
+
+`ktrial run` has one flag for each of these (--txn, --idempotence, --sub-via,
+--abort-p, --crash-clients, --rate, --concurrency); a workload may take a setting,
+rename it (copy's `concurrency` is its number of copiers) or refuse it. Each
+workload's rules live with its options class (``from_common``); this module holds
+the shared record and the dispatch. Refusals are ValueErrors the command line shows
+as usage errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """Settings asked of every workload; None means "not given: the workload's default"."""
+
+    txn: bool | None = None
+    idempotence: bool | None = None
+    sub_via: str | None = None
+    abort_p: float | None = None
+    crash_clients: int | None = None
+    rate: float | None = None
+    concurrency: int | None = None
+
+    def given(self, *names: str) -> dict[str, Any]:
+        """{name: value} of those of `names` that were given."""
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+    def refuse_queue_only(self) -> None:
+        """Workloads other than queue choose their own transactions, idempotence and
+        partition assignment; asking for others is an error, not silently ignored."""
+        if self.txn is not None or self.idempotence is False or self.sub_via is not None:
+            raise ValueError(
+                "--txn, --no-idempotence and --sub-via apply to the queue workload; copy is "
+                "always transactional and idempotent and reads through its consumer group"
+            )
+
+
+def workload_options(
+    workload: str,
+    txn: bool | None = None,
+    idempotence: bool | None = None,
+    sub_via: str | None = None,
+    abort_p: float | None = None,
+    crash_clients: int | None = None,
+    rate: float | None = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The common settings -> workload `workload`'s option dict (only what it takes)."""
+    common = CommonOptions(txn, idempotence, sub_via, abort_p, crash_clients, rate, concurrency)
+    if workload == "queue":
+        from .queue import QueueOptions
+
+        return QueueOptions.from_common(common)
+    if workload == "copy":
+        from .copy import CopyOptions
+
+        return CopyOptions.from_common(common)
+    if workload == "txn-cost":
+        from .txn_cost import TxnCostOptions
+
+        return TxnCostOptions.from_common(common)
+    from . import WORKLOADS
+
+    raise ValueError(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
