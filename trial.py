@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .checker import check_file, options_from_test_json
-from .clusters.base import Unsupported
+from .clusters.base import Cluster, Unsupported
 from .histories import HistoryWriter, Recorder
 from .histories.store import RunDir, create_run, write_json
 from .histories.testmeta import TestMeta
@@ -135,7 +135,7 @@ class Trial:
         spec: TrialSpec,
         say: Callable[[str], Any] = print,
         *,
-        cluster: Any = None,
+        cluster: Cluster | None = None,
         workload: Workload | None = None,
         run_dir: RunDir | None = None,
         until: Until | None = None,
@@ -209,7 +209,7 @@ class Trial:
 
     def start_cluster(
         self, stack: contextlib.ExitStack, run_dir: RunDir, nem_opts: NemesisOptions
-    ) -> tuple[Any, ClientProxies | None]:
+    ) -> tuple[Cluster, ClientProxies | None]:
         """A ready cluster (Toxiproxy in front when the faults need it); unwound by `stack`."""
         from .nemesis import ClientProxies, plan_proxies
 
@@ -241,7 +241,7 @@ class Trial:
         return cluster, proxies
 
     def start_workload(
-        self, stack: contextlib.ExitStack, cluster: Any, run_dir: RunDir, nem_opts: NemesisOptions
+        self, stack: contextlib.ExitStack, cluster: Cluster, run_dir: RunDir, nem_opts: NemesisOptions
     ) -> tuple[Workload, Recorder]:
         """The workload's topics; test.json written before the first op; the history opened."""
         from .workloads import make_workload
@@ -269,7 +269,7 @@ class Trial:
     def start_faults(
         self,
         stack: contextlib.ExitStack,
-        cluster: Any,
+        cluster: Cluster,
         recorder: Recorder,
         proxies: ClientProxies | None,
         nem_opts: NemesisOptions,
@@ -373,7 +373,7 @@ class Trial:
                 break
         return False
 
-    def _make_cluster(self, nem_opts: NemesisOptions) -> Any:
+    def _make_cluster(self, nem_opts: NemesisOptions) -> Cluster:
         spec = self.spec
         if spec.cluster == "external":
             from .clusters.external import ExternalCluster
@@ -425,7 +425,7 @@ class Trial:
             title=f"ktrial {self.spec.name}",
         )
 
-    def _collect_logs(self, cluster: Any, run_dir: RunDir) -> None:
+    def _collect_logs(self, cluster: Cluster, run_dir: RunDir) -> None:
         """Copy node logs into the run directory before the cluster's work dir goes."""
         for node in cluster.nodes:
             for p in node.log_paths:
@@ -458,7 +458,7 @@ class Trial:
 
 
 def run_workload(
-    cluster: Any,
+    cluster: Cluster,
     workload: Workload,
     run_dir: RunDir,
     seed: int,
