@@ -17,7 +17,7 @@ from typing import Any
 
 from ..histories.jsonl import iter_flat, iter_history
 from ..histories.model import NEMESIS, Flat, Op
-from . import cycles, liveness, metrics, order, visibility
+from . import catalogue, cycles, liveness, metrics, order, visibility
 from .copy import check_copy, copy_section
 from .logs import build_logs
 from .options import CheckOptions
@@ -118,7 +118,7 @@ def analyse(
     found["precommitted-read"] = visibility.precommitted_reads(p, limit)
     found["torn-transaction"] = visibility.torn_transactions(p, logs, lost, limit)
     found.update(order.internal(p, logs, limit))
-    found.update(order.polls(p, logs, limit))
+    found.update(order.polls(p, logs, limit, opts.consumer_rewinds))
     found["nonmonotonic-send"] = order.sends(p, logs, limit)
     cyc, timeouts, cycle_stats = cycles.find_cycles(p, logs, opts.ww_deps, opts.cycle_timeout_s)
     found.update(cyc)
@@ -127,6 +127,9 @@ def analyse(
     if opts.liveness_bad:  # soak jobs: each violation type becomes a (bad) anomaly type
         found.update(liveness.violations_by_type(live))
     liveness.cap_violations(live)
+    uncatalogued = sorted(set(found) - catalogue.BY_NAME.keys())
+    if uncatalogued:  # a new analysis must add its types to the catalogue first
+        raise AssertionError(f"anomaly types missing from checker/catalogue.py: {uncatalogued}")
 
     res = combine(
         found,

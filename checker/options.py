@@ -1,8 +1,9 @@
 """Checker options: what changes which anomalies count as bad.
 
-`sub_via` and `ww_deps` come from test.json (written by `ktrial run`) and may be
-overridden on the command line; the defaults are those of a plain assign-mode
-run with write-write inference on, as in Jepsen's kafka test.
+`sub_via`, `ww_deps` and `consumer_rewinds` come from test.json (written by
+`ktrial run`) and may be overridden on the command line; the defaults are those of
+a plain assign-mode run with write-write inference on and Jepsen's consumer-position
+rule, as in Jepsen's kafka test.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from typing import Any
+
+from ..histories.testmeta import TestMeta
 
 SUB_VIAS = ("assign", "subscribe")
 # Liveness thresholds test.json may set (top level, or its workload/options/checker section).
@@ -40,6 +43,13 @@ class CheckOptions:
         are rebalanced between ops, so poll-skip and nonmonotonic-poll are expected.
     ww_deps: infer write-write edges from log order. With them, G1c cycles are
         normal for Kafka (no write isolation); without them any G1c is bad.
+    consumer_rewinds: the clients seek back to where a failed or indeterminate op
+        began reading (ktrial's and Jepsen's drivers do), so such an op does not move
+        the consumer: every read of a key, whatever its op's outcome, must begin right
+        after the process's last ok read of it (Jepsen's rule). False for clients known
+        not to rewind (Kafka itself does not on abort): failed and indeterminate reads
+        are not judged, and the next ok read may begin anywhere up to just after the
+        furthest record they read.
     cycle_timeout_s: time budget of the cycle search per strongly connected component.
     max_examples: examples kept per anomaly type (the most telling first).
     copy: reserved for the copy workload's exactly-once checks.
@@ -61,6 +71,7 @@ class CheckOptions:
 
     sub_via: str | None = None
     ww_deps: bool = True
+    consumer_rewinds: bool = True
     cycle_timeout_s: float = 10.0
     max_examples: int = 8
     copy: dict[str, Any] | None = None
@@ -89,6 +100,10 @@ class CheckOptions:
                 )
         if self.sub_via is not None and self.sub_via not in SUB_VIAS:
             raise ValueError(f"sub_via must be one of {SUB_VIAS} or None, got {self.sub_via!r}")
+        if not isinstance(self.consumer_rewinds, bool):
+            raise ValueError(
+                f"consumer_rewinds must be true or false, got {self.consumer_rewinds!r}"
+            )
         if self.cycle_timeout_s <= 0:
             raise ValueError(f"cycle_timeout_s must be positive, got {self.cycle_timeout_s!r}")
         if self.max_examples < 0:
@@ -111,14 +126,9 @@ class CheckOptions:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _find(meta: dict[str, Any], name: str) -> Any:
-    """Look a setting up at the top level of test.json, then in its workload section."""
-    for d in (meta, meta.get("workload"), meta.get("options"), meta.get("checker")):
-        if isinstance(d, dict):
-            for k in (name, name.replace("_", "-")):
-                if k in d:
-                    return d[k]
-    return None
+def _find(meta: TestMeta, name: str) -> Any:
+    """A setting of test.json: its top level, then its workload/options/checker section."""
+    return meta.setting(name)
 
 
 def _norm_sub_via(v: Any) -> str | None:
@@ -136,11 +146,26 @@ def _norm_sub_via(v: Any) -> str | None:
     return None
 
 
+def _flag(meta: TestMeta, name: str, given: set[str], kw: dict[str, Any]) -> None:
+    """A true/false setting of test.json into kw (also "true"/"false" as strings); any
+    other value is an error unless the command line gives the setting."""
+    v = _find(meta, name)
+    if isinstance(v, str) and v.lower() in ("true", "false"):
+        v = v.lower() == "true"
+    if isinstance(v, bool):
+        kw[name] = v
+    elif v is not None and name not in given:  # a typo must not change the verdict
+        flag = name.replace("_", "-")
+        raise ValueError(
+            f"{name} {v!r} in test.json: expected true or false (or pass --{flag}/--no-{flag})"
+        )
+
+
 def options_from_test_json(
-    meta: dict[str, Any] | None, overrides: dict[str, Any] | None = None
+    meta: TestMeta | dict[str, Any] | None, overrides: dict[str, Any] | None = None
 ) -> CheckOptions:
     """CheckOptions from test.json metadata, then `overrides` (None values are ignored)."""
-    meta = meta or {}
+    meta = meta if isinstance(meta, TestMeta) else TestMeta.from_json(meta)
     given = {k for k, v in (overrides or {}).items() if v is not None}
     kw: dict[str, Any] = {}
     raw = _find(meta, "sub_via")
@@ -151,15 +176,8 @@ def options_from_test_json(
         raise ValueError(
             f'sub_via {raw!r} in test.json: expected "assign" or "subscribe" (or pass --sub-via)'
         )
-    ww = _find(meta, "ww_deps")
-    if isinstance(ww, str) and ww.lower() in ("true", "false"):
-        ww = ww.lower() == "true"
-    if isinstance(ww, bool):
-        kw["ww_deps"] = ww
-    elif ww is not None and "ww_deps" not in given:
-        raise ValueError(
-            f"ww_deps {ww!r} in test.json: expected true or false (or pass --ww-deps/--no-ww-deps)"
-        )
+    for name in ("ww_deps", "consumer_rewinds"):
+        _flag(meta, name, given, kw)
     copy = _find(meta, "copy")
     if isinstance(copy, dict):
         from .copy import validate_copy  # a usage error (254) here, not a crash mid-check

@@ -236,21 +236,29 @@ def _process_major(walk: list[OpRec], found: list[tuple[Any, _T]]) -> list[_T]:
     return [x for _proc, x in found]
 
 
-def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
-    """poll-skip and nonmonotonic-poll: each consumer's successive ok reads of a key.
+def polls(
+    p: Prepared, logs: Logs, limit: int, consumer_rewinds: bool = True
+) -> dict[str, list[Example]]:
+    """poll-skip and nonmonotonic-poll: each consumer's successive reads of a key.
 
-    State per process and key: `lo`, the position of the last record an ok op read,
-    and `hi` >= lo, the furthest position a failed or indeterminate op read since.
-    After such an op the driver rewinds to where it began reading (DESIGN.md 4), but
-    another driver may not: the next ok read may start anywhere in lo+1 .. hi+1.
-    It is a skip beyond hi+1 and nonmonotonic at or before lo. Assign keeps the
-    state of keys still assigned (a seek to the beginning forgets all), subscribe
-    keeps those still named, a crash forgets the process, rebalanced keys (its
-    rebalance_log) are forgotten for the op that reports them.
+    State per process and key: `lo`, the position of the last record an ok op read.
+    With `consumer_rewinds` (Jepsen's rule, the default) every read of the key, ok,
+    failed or indeterminate, must begin at lo+1: a failed or indeterminate op does not
+    move the consumer, because the client rewinds to where that op began reading
+    (workloads/rewind.py), so its reads are judged against lo and leave lo as it was.
+    Without it (clients known not to rewind), a failed or indeterminate op is not
+    judged; `hi` >= lo is the furthest position such an op read since, and the next
+    ok read may begin anywhere in lo+1 .. hi+1.
+
+    Either way a read beginning past the allowed start is a skip and one beginning at
+    or before lo is nonmonotonic. Assign keeps the state of keys still assigned (a
+    seek to the beginning forgets all), subscribe keeps those still named, a crash
+    forgets the process, rebalanced keys (its rebalance_log) are forgotten for the op
+    that reports them.
     """
     ops = p.ops
     walk = _completion_order(p)
-    # process -> key -> (lo, hi, op id, failed op id)
+    # process -> key -> (lo, hi, op id, id of the last failed/info op that read it since)
     states: dict[Any, dict[str, tuple[int, int, int, int | None]]] = {}
     # (process, (key, op id of lo, op, lo, hi, first position read, failed op id))
     found: list[tuple[Any, tuple[str, int, OpRec, int, int, int, int | None]]] = []
@@ -281,13 +289,11 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
         if not reads:
             continue
         if r.type != "ok":
-            if state:  # else there is nothing to extend
-                for k, (_f, _l, top) in _spans(reads).items():
-                    s = state.get(k)
-                    if s is None:
-                        continue
-                    if top is not None and top > s[1]:  # the op that read furthest
-                        state[k] = (s[0], top, s[2], r.id)
+            if state:  # else there is no position to judge or extend
+                if consumer_rewinds:
+                    _judge_unfinished(r, state, found)
+                else:
+                    _extend_unfinished(r, state)
             continue
         rid = r.id
         rebalanced = r.rebalanced
@@ -306,12 +312,49 @@ def polls(p: Prepared, logs: Logs, limit: int) -> dict[str, list[Example]]:
     for k, last_id, r, lo, hi, d1, failed_id in _process_major(walk, found):
         lst = skips if d1 > lo else nonmono
         v1, i1 = _first_placed(logs, r, k)
+        failed = None if failed_id is None else ops[failed_id]
         lst.append(
             _poll_example(
-                logs, k, ops[last_id], r, lo, hi, d1, v1, i1, failed_id, p, len(lst) < limit * 4
+                logs,
+                k,
+                (ops[last_id], r, failed),
+                (lo, hi, d1),
+                (v1, i1),
+                consumer_rewinds,
+                len(lst) < limit * 4,
             )
         )
     return {"poll-skip": skips, "nonmonotonic-poll": nonmono}
+
+
+def _judge_unfinished(
+    r: OpRec,
+    state: dict[str, tuple[int, int, int, int | None]],
+    found: list[tuple[Any, tuple[str, int, OpRec, int, int, int, int | None]]],
+) -> None:
+    """Jepsen's rule for a failed or indeterminate op r: each key it read at a known
+    position must begin right after the consumer's last ok read of it (lo); the op is
+    noted as the last unfinished reader of the key, and lo stays where it was."""
+    rid = r.id
+    for k, (d1, _l, _top) in _spans(r.reads).items():
+        s = state.get(k)
+        if s is None or d1 is None:
+            continue
+        lo, hi, last_id, failed_id = s
+        if d1 <= lo or d1 > lo + 1:
+            found.append((r.process, (k, last_id, r, lo, hi, d1, failed_id)))
+        state[k] = (lo, hi, last_id, rid)
+
+
+def _extend_unfinished(r: OpRec, state: dict[str, tuple[int, int, int, int | None]]) -> None:
+    """The relaxed rule (clients that may not rewind) for a failed or indeterminate op
+    r: not judged; where it read furthest widens where the next ok read may begin."""
+    for k, (_f, _l, top) in _spans(r.reads).items():
+        s = state.get(k)
+        if s is None:
+            continue
+        if top is not None and top > s[1]:  # the op that read furthest
+            state[k] = (s[0], top, s[2], r.id)
 
 
 def _spans(reads: tuple[Chunk, ...]) -> dict[str, tuple[int | None, int | None, int | None]]:
@@ -354,17 +397,19 @@ def _first_placed(logs: Logs, r: OpRec, k: str) -> tuple[Any, int]:
 def _poll_example(
     logs: Logs,
     k: str,
-    prev: OpRec,
-    r: OpRec,
-    lo: int,
-    hi: int,
-    d1: int,
-    v1: Any,
-    i1: int,
-    failed_id: int | None,
-    p: Prepared,
+    trio: tuple[OpRec, OpRec, OpRec | None],
+    where: tuple[int, int, int],
+    first: tuple[Any, int],
+    consumer_rewinds: bool,
     explain: bool,
 ) -> Example:
+    """The example of op r's read of key k beginning at position d1 (value v1, micro-op
+    i1), after the consumer's last ok read `prev` ended at lo. `failed` is the last
+    failed or indeterminate op that read k since (with the relaxed rule: the one that
+    read furthest, up to hi)."""
+    prev, r, failed = trio
+    lo, hi, d1 = where
+    v1, i1 = first
     kl = logs.keys[k]
     pv, po = kl.values[lo], kl.offsets[lo]
     o1 = kl.offsets[d1]
@@ -377,32 +422,108 @@ def _poll_example(
         "ops": [prev.index, r.index],
         "process": r.process,
     }
-    note = ""
-    if failed_id is not None:
-        ex["ops"] = [prev.index, r.index, p.ops[failed_id].index]  # the pair, then it
-        note = (
-            f" (In between, {op_name(p.ops[failed_id])} read up to offset "
-            f"{kl.offsets[hi]} and did not succeed.)"
-        )
+    if failed is not None:
+        ex["ops"] = [prev.index, r.index, failed.index]  # the pair, then it
     if d1 > lo:
         sk = kl.values[hi + 1 : d1]
         ex["skipped"] = sk[:32]
-        if explain:
-            ex["explanation"] = (
-                f"Process {r.process}'s {op_name(prev)} last read value {val(pv)} of key {k} at "
-                f"offset {po}; its next ok read, {op_name(r)}, began at value {val(v1)}, offset "
-                f"{o1} (micro-op {i1}), jumping over {len(sk)} record(s) it never read: "
-                f"{values_text(sk)}.{note}"
-            )
-    elif explain:
+    if not explain:
+        return ex
+    if consumer_rewinds:
+        ex["explanation"] = _strict_text(logs, k, prev, r, failed, lo, d1, v1, i1)
+        return ex
+    note = ""
+    if failed is not None:
+        note = (
+            f" (In between, {op_name(failed)} read up to offset "
+            f"{kl.offsets[hi]} and did not succeed.)"
+        )
+    head = (
+        f"Process {r.process}'s {op_name(prev)} last read value {val(pv)} of key {k} at "
+        f"offset {po}; its next ok read, {op_name(r)}, began at value {val(v1)}, offset {o1} "
+        f"(micro-op {i1})"
+    )
+    if d1 > lo:
+        ex["explanation"] = (
+            f"{head}, jumping over {len(sk)} record(s) it never read: {values_text(sk)}.{note}"
+        )
+    else:
         how = "the same record again" if delta == 0 else f"{-delta} record(s) back"
         ex["explanation"] = (
-            f"Process {r.process}'s {op_name(prev)} last read value {val(pv)} of key {k} at "
-            f"offset {po}; its next ok read, {op_name(r)}, began at value {val(v1)}, offset {o1} "
-            f"(micro-op {i1}): {how}, although the consumer was neither reassigned nor "
-            f"rewound.{note}"
+            f"{head}: {how}, although the consumer was neither reassigned nor rewound.{note}"
         )
     return ex
+
+
+def _outcome(r: OpRec) -> str:
+    return {"fail": "failed", "info": "ended indeterminate"}.get(r.type, "succeeded")
+
+
+def _strict_text(
+    logs: Logs,
+    k: str,
+    prev: OpRec,
+    r: OpRec,
+    failed: OpRec | None,
+    lo: int,
+    d1: int,
+    v1: Any,
+    i1: int,
+) -> str:
+    """Explanation under Jepsen's rule: every read of k by the consumer, whatever its
+    op's outcome, must begin right after its last ok read (position lo)."""
+    kl = logs.keys[k]
+    pv, po, o1 = kl.values[lo], kl.offsets[lo], kl.offsets[d1]
+    want = kl.offsets[lo + 1] if lo + 1 < len(kl.offsets) else None
+    if r.type == "ok":
+        which = f"next ok read, {op_name(r)},"
+    else:
+        # "next": no op of the process read the key in between; "later": one did, and
+        # it did not succeed (it is named below)
+        when = "next" if failed is None else "later"
+        which = f"{when} read of the key, {op_name(r)}, which {_outcome(r)},"
+    text = (
+        f"Process {r.process}'s {op_name(prev)} last read value {val(pv)} of key {k} at "
+        f"offset {po}; its {which} began at value {val(v1)}, offset {o1} (micro-op {i1})"
+    )
+    if d1 > lo:
+        sk = kl.values[lo + 1 : d1]
+        unread = "it never read" if failed is None else "no ok read of this consumer returned"
+        text += f", jumping over {len(sk)} record(s) {unread}: {values_text(sk)}."
+    else:
+        how = "the same record again" if d1 == lo else f"{lo - d1} record(s) back"
+        text += f": {how}, although the consumer was neither reassigned nor rewound."
+    if failed is not None:
+        fs = _spans(failed.reads).get(k)
+        assert fs is not None and fs[0] is not None and fs[1] is not None
+        f_first, f_last = kl.offsets[fs[0]], kl.offsets[fs[1]]
+        read = f"offset {f_first}" if f_first == f_last else f"offsets {f_first}-{f_last}"
+        text += (
+            f" In between, {op_name(failed)} read {read} of key {k} and {_outcome(failed)}; "
+            f"such an op does not move the consumer (the client seeks back to where it "
+            f"began reading)"
+            + (
+                f", so the next read had to begin at offset {want}, right after the last ok read."
+                if want is not None
+                else "."
+            )
+        )
+        if d1 > lo and d1 == fs[1] + 1:
+            text += (
+                f" This read began right after that op's, at offset {o1}: the client did "
+                f"not rewind."
+            )
+    elif r.type != "ok":
+        text += (
+            " A failed or indeterminate op's reads must also begin right after the "
+            "consumer's last ok read."
+        )
+    if d1 > lo and (failed is not None or r.type != "ok"):
+        text += (
+            " (Histories of a client known not to rewind after an abort are checked "
+            "with --no-consumer-rewinds.)"
+        )
+    return text
 
 
 def _send_ends(keys: dict[str, KeyLog], writes: tuple[Any, ...]) -> dict[str, list[Any] | None]:

@@ -318,6 +318,8 @@ def test_reread_after_failed_poll_is_not_nonmonotonic() -> None:
 
 
 def test_no_rewind_after_info_poll_is_not_a_skip() -> None:
+    """With --no-consumer-rewinds (Jepsen's rule, the default, calls it a poll-skip:
+    tests/checker/test_order_positions.py)."""
     ops = [
         *_log3(),
         poll(1, {"1": [[0, 10]]}),
@@ -325,7 +327,7 @@ def test_no_rewind_after_info_poll_is_not_a_skip() -> None:
         poll(1, {"1": [[2, 12]]}),
         poll(2, {"1": [[1, 11]]}),
     ]
-    res = run(H(*ops))
+    res = run(H(*ops), consumer_rewinds=False)
     assert res["valid"] is True, res["error_types"]
 
 

@@ -190,7 +190,9 @@ def test_queen_null_offsets_for_transactional_sends_are_valid() -> None:
     # Queen returns -1 for transactional sends: recorded as null offsets.
     h = two_inputs()
     h.copy(0, 1.0, 1.5, {"0": [[0, 10]], "1": [[0, 11]]}, [(2, None, M + 10), (3, None, M + 11)])
-    h.copy(0, 2.0, 2.5, {"0": [[0, 10]]}, [(2, None, 2 * M + 10)], typ="fail", error="abort")
+    # another copier's aborted copy of 10 (copier 0's own consumer had moved past
+    # offset 0: re-reading it would be a nonmonotonic-poll, Jepsen's rule)
+    h.copy(1, 2.0, 2.5, {"0": [[0, 10]]}, [(2, None, 2 * M + 10)], typ="fail", error="abort")
     h.drain(90, 30.0, {"0": [[0, 10]], "1": [[0, 11]], "2": [[0, M + 10]], "3": [[0, M + 11]]})
     res = h.check(META)
     assert res["valid"] is True and res["error_types"] == []

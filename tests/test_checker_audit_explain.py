@@ -468,17 +468,22 @@ class Facts:
         self._pair(ex, text, "send")
 
     def _consumer(self, ex: dict[str, Any], text: str) -> None:
+        """poll-skip / nonmonotonic-poll, under either consumer-position rule: ops are
+        [the last ok read, the read judged] and, when another op read the key in between
+        (a failed or indeterminate one), that op third."""
         k = str(ex["key"])
         self.key(k)
         self.ops_field(ex, text)
-        a, b = ex["ops"]
+        a, b, *mid = ex["ops"]
+        if len(mid) > 1:
+            self.bad(f"ops {ex['ops']}: at most one op in between is named")
         pv, v1 = (_s(x) for x in ex["values"])
         po, o1 = ex["offsets"]
-        for ix in (a, b):
+        for ix in (a, b, *mid):
             d = self.h.by_index.get(ix)
             if d is not None and d["process"] != ex["process"]:
                 self.bad(f"op {ix} is not process {ex['process']}'s")
-            self.is_type(ix, "ok")
+        self.is_type(a, "ok")
         if not self.h.pos[a] < self.h.pos[b]:
             self.bad(f"op {a} is not before op {b}")
         last = [r for r in self.h.polls(a) if r[1] == k]
@@ -488,27 +493,43 @@ class Facts:
         if not first or (first[0][3], first[0][2]) != (v1, o1):
             self.bad(f"op {b}'s first read of key {k} is {first[:1]} not {v1}@{o1}")
         m = re.search(
-            r"last read value (\S+) of key (\S+) at offset (\d+); its next ok read, "
+            r"last read value (\S+) of key (\S+) at offset (\d+); its (next ok read|next read "
+            r"of the key|later read of the key), "
             + OP_RE.pattern
-            + r", began at value (\S+), offset (\d+) \(micro-op (\d+)\)",
+            + r",(?: which (failed|ended indeterminate),)? began at value (\S+), offset (\d+) "
+            r"\(micro-op (\d+)\)",
             text,
         )
-        if not m or (m[1], m[2], int(m[3]), int(m[4]), m[9], int(m[10])) != (pv, k, po, b, v1, o1):
+        got = m and (_s(m[1]), m[2], int(m[3]), int(m[5]), _s(m[11]), int(m[12]))
+        if not m or got != (pv, k, po, b, v1, o1):
             self.bad("text disagrees with fields")
-        elif first and str(first[0][0]) != m[11]:
-            self.bad(f"micro-op {m[11]} but op {b} read it at micro-op {first[0][0]}")
-        # "next ok read": no ok op of the process read key k in between
-        for ix, d in self.h.by_index.items():
-            if (
-                d["type"] == "ok"
+            return
+        if first and str(first[0][0]) != m[13]:
+            self.bad(f"micro-op {m[13]} but op {b} read it at micro-op {first[0][0]}")
+        which = m[4]
+        if which == "next ok read":
+            self.is_type(b, "ok")
+        else:
+            self.is_type(b, {"failed": "fail", "ended indeterminate": "info"}.get(m[10], "?"))
+
+        def readers(types: tuple[str, ...]) -> list[int]:
+            """Ops of the process of these types that read key k between a and b."""
+            return [
+                ix
+                for ix, d in self.h.by_index.items()
+                if d["type"] in types
                 and d["process"] == ex["process"]
                 and self.h.pos[a] < self.h.pos[ix] < self.h.pos[b]
                 and any(r[1] == k for r in self.h.polls(ix))
-            ):
-                self.bad(f"op {ix} of the same process read key {k} between ops {a} and {b}")
+            ]
+
+        # "next ok read" / "later read": no ok op of the process read key k in between;
+        # "next read of the key": no op at all
+        for ix in readers(("ok",) if which != "next read of the key" else ("ok", "fail", "info")):
+            self.bad(f"op {ix} of the same process read key {k} between ops {a} and {b}")
         lo_off = po
         m3 = re.search(r"\(In between, " + OP_RE.pattern + r" read up to offset (\d+) and", text)
-        if m3:  # a failed or indeterminate op of the process read further first
+        if m3:  # the relaxed rule: a failed or indeterminate op of the process read further
             f_ix, upto = int(m3[1]), int(m3[6])
             self.is_type(f_ix, "fail", "info", "invoke")
             offs = [o for _i, kk, o, _v in self.h.polls(f_ix) if kk == k and o is not None]
@@ -517,13 +538,56 @@ class Facts:
                     f"op {f_ix} read key {k} up to offset {max(offs, default=None)}, not {upto}"
                 )
             lo_off = upto
+        m4 = re.search(
+            r"In between, "
+            + OP_RE.pattern
+            + r" read offsets? (\d+)(?:-(\d+))? of key (\S+) and (failed|ended indeterminate); "
+            r"such an op does not move the consumer[^.]*?(?:, so the next read had to begin at "
+            r"offset (\d+), right after the last ok read)?\.",
+            text,
+        )
+        if m4:  # Jepsen's rule: the op in between did not move the consumer
+            f_ix = int(m4[1])
+            if [f_ix] != mid:
+                self.bad(f"op {f_ix} named in between, but 'ops' says {mid}")
+            self.is_type(f_ix, {"failed": "fail", "ended indeterminate": "info"}[m4[9]])
+            if not self.h.pos[a] < self.h.pos[f_ix] < self.h.pos[b]:
+                self.bad(f"op {f_ix} is not between ops {a} and {b}")
+            if f_ix not in readers(("fail", "info")) or readers(("fail", "info"))[-1:] != [f_ix]:
+                self.bad(f"op {f_ix} is not the last unfinished read of key {k} before op {b}")
+            offs = [o for _i, kk, o, _v in self.h.polls(f_ix) if kk == k and o is not None]
+            lo, hi = int(m4[6]), int(m4[7] if m4[7] is not None else m4[6])
+            if m4[8] != k or not offs or (offs[0], offs[-1]) != (lo, hi):
+                self.bad(f"op {f_ix} read key {k} at offsets {offs}, not {lo}-{hi}")
+            after_po = [o for o in sorted(self.h.log.get(k, {})) if o > po]
+            if m4[10] is not None and (not after_po or after_po[0] != int(m4[10])):
+                self.bad(
+                    f"the record after offset {po} of key {k} is at {after_po[:1]}, not {m4[10]}"
+                )
+            m5 = re.search(
+                r"began right after that op's, at offset (\d+): the client did not rewind", text
+            )
+            if m5:
+                after_hi = [o for o in sorted(self.h.log.get(k, {})) if o > hi]
+                if int(m5[1]) != o1 or not after_hi or after_hi[0] != o1:
+                    self.bad(f"offset {o1} is not the record right after offset {hi} of key {k}")
+        elif mid and not m3:
+            self.bad(f"'ops' names op {mid} in between, the text does not explain it")
         if "skipped" in ex:
             sk = [_s(x) for x in ex["skipped"]]
             between = self.h.between(k, lo_off, o1)
             if not set(sk) <= set(between):
                 self.bad(f"skipped {sk} not between offsets {po} and {o1}: {between}")
-            m2 = re.search(r"jumping over (\d+) record\(s\) it never read: ([^.]*)", text)
-            if not m2 or int(m2[1]) != len(sk) or m2[2].split(", ")[: len(sk)] != sk[:12]:
+            m2 = re.search(
+                r"jumping over (\d+) record\(s\) (?:it never read|no ok read of this consumer "
+                r"returned): ([^.]*)",
+                text,
+            )
+            if (
+                not m2
+                or int(m2[1]) != len(sk)
+                or [_s(x) for x in m2[2].split(", ")][: len(sk)] != sk[:12]
+            ):
                 self.bad("text's skipped list disagrees with the field")
             if len(sk) != len(between):
                 self.bad(
@@ -1053,6 +1117,7 @@ def _skip_after_failed_polls(tmp_path: Path) -> tuple[list[Line], dict[str, Any]
             *poll_pair(1, {"x": [[4, 14]]}),  # skips 13 (at offset 3)
             *poll_pair(2, {"x": [[i, 10 + i] for i in range(5)]}),
         ],
+        consumer_rewinds=False,  # relaxed (Jepsen's rule: tests/checker/test_order_positions.py)
     )
 
 

@@ -520,7 +520,7 @@ CASES: list[tuple[str, list[Line], dict[str, Any], set[str], set[str]]] = [
             inv(3, "poll", POLL),
             ok(3, "poll", [pl({"1": [[0, 1], [1, 2], [2, 3]]})]),
         ],
-        {},
+        {"consumer_rewinds": False},  # Jepsen's rule: tests/checker/test_order_positions.py
         set(),
         set(),
     ),
@@ -780,7 +780,8 @@ class KafkaModel:
     skipping markers and aborted records. Ops: plain sends, polls, and txns of 1-4
     micro-ops whose sends and polls interleave with other processes' ops; a txn
     ends ok (commit), fail (abort) or info (commit or abort, possibly resolved only
-    later). After fail/info the driver may rewind the consumer or not; failed txns
+    later). After fail/info the driver may rewind the consumer or not (`rewinds`: it
+    always does, as ktrial's and Jepsen's drivers do); failed txns
     may be retried with the same values (in order). Txn sends may report a null
     offset (Queen). A final drain reads everything.
 
@@ -797,8 +798,10 @@ class KafkaModel:
         null_p: float,
         leak: bool = False,
         hide: bool = False,
+        rewinds: bool = False,
     ) -> None:
         self.rnd = rnd
+        self.rewinds = rewinds
         self.keys = [str(k) for k in range(1, nkeys + 1)]
         self.logs: dict[str, list[tuple[str, Any, int | None]]] = {k: [] for k in self.keys}
         self.status: dict[int, str] = {}
@@ -942,7 +945,7 @@ class KafkaModel:
         self.emit(proc, outcome, "txn", b["done"], **extra)
         if outcome != "ok":
             # A driver that hides polls it made (truncated completion) must rewind.
-            if truncated or self.rnd.random() < 0.5:
+            if truncated or self.rewinds or self.rnd.random() < 0.5:
                 self.pos[proc] = b["pos0"]
             if outcome == "fail" and self.rnd.random() < 0.3:
                 self.retry[proc] = [(r[0], r[2]) for r in b["recs"]]
@@ -969,21 +972,27 @@ class KafkaModel:
 NOT_BAD = {"G0", "G1c", "G0-realtime", "G1c-realtime", "int-send-skip"}
 
 
-def model_history(seed: int, **faults: bool) -> tuple[KafkaModel, list[Line]]:
+def model_history(
+    seed: int, rewinds: bool = False, **faults: bool
+) -> tuple[KafkaModel, list[Line]]:
     rnd = random.Random(seed)
     m = KafkaModel(
         rnd,
         nkeys=rnd.randint(1, 3),
         nprocs=rnd.randint(2, 5),
         null_p=rnd.choice([0.0, 0.0, 0.5, 1.0]),
+        rewinds=rewinds,
         **faults,
     )
     return m, m.run(rnd.randint(10, 80))
 
 
-def check_lines(tmp: Path, lines: list[Line]) -> dict[str, Any]:
+def check_lines(tmp: Path, lines: list[Line], consumer_rewinds: bool = False) -> dict[str, Any]:
+    """Checked with the relaxed consumer-position rule unless the model's clients
+    always rewind (model_history(rewinds=True)): Jepsen's rule."""
     tmp.mkdir(parents=True, exist_ok=True)
-    return check_file(write(tmp / "history.jsonl", lines), CheckOptions(max_examples=10_000))
+    opts = CheckOptions(max_examples=10_000, consumer_rewinds=consumer_rewinds)
+    return check_file(write(tmp / "history.jsonl", lines), opts)
 
 
 SETTINGS = settings(
@@ -994,8 +1003,11 @@ SETTINGS = settings(
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1))
 def test_model_histories_check_clean(tmp_path: Path, seed: int) -> None:
-    _m, lines = model_history(seed)
-    res = check_lines(tmp_path / str(seed), lines)
+    """Clients that may not rewind, checked with the relaxed rule; clients that always
+    rewind, with Jepsen's rule (odd seeds)."""
+    rewinds = seed % 2 == 1
+    _m, lines = model_history(seed, rewinds=rewinds)
+    res = check_lines(tmp_path / str(seed), lines, consumer_rewinds=rewinds)
     assert res["bad_error_types"] == [], {
         t: [e.get("explanation") for e in a["examples"][:2]] for t, a in res["anomalies"].items()
     }
