@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,10 @@ from .system import NodePaths
 log = logging.getLogger(__name__)
 
 LABEL = dockerd.LABEL
+NODE_LABEL = "ktrial.node"
+# "<pid>:<kernel start time>" of the process that created the container or network, so
+# `cluster clean` can tell a dead run's leftovers from a live one's on a shared engine
+OWNER_LABEL = "ktrial.owner"
 POOLS = ("10.214.0.0/16",)
 MOUNT = "/ktrial"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -56,6 +61,13 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 def container_name(run_id: str, index: int) -> str:
     return f"kt-{run_id}-n{index}"
+
+
+def owner_labels(run_id: str) -> dict[str, str]:
+    """The labels on everything of run `run_id`: its id and its owner (this process)."""
+    owner = statemod.owner_fields()
+    start = owner["owner_start"]
+    return {LABEL: run_id, OWNER_LABEL: f"{owner['owner_pid']}:{'' if start is None else start}"}
 
 
 def network_name(run_id: str) -> str:
@@ -201,7 +213,7 @@ class DockerNode(BrokerNode):
             command=["/bin/sh", f"{MOUNT}/start.sh"],
             name=self.container_name,
             hostname=self.name,
-            labels={LABEL: self.cluster.run_id, "ktrial.node": self.name},
+            labels={**owner_labels(self.cluster.run_id), NODE_LABEL: self.name},
             environment={"KTRIAL_RUN": self.cluster.run_id},
             host_config=host_config,
             networking_config=net_config,
@@ -425,7 +437,7 @@ class DockerCluster(OwnedCluster[DockerNode]):
                 driver="bridge",
                 internal=True,
                 ipam=ipam,
-                labels={LABEL: self.run_id},
+                labels=owner_labels(self.run_id),
                 options={
                     "com.docker.network.bridge.name": name,
                     "com.docker.network.bridge.enable_ip_masquerade": "false",
@@ -485,67 +497,149 @@ class DockerCluster(OwnedCluster[DockerNode]):
 # ---------------------------------------------------------------- leftovers (cluster clean)
 
 RUN_LABEL_RE = re.compile(r"^[0-9a-f]{6}$")
+OWNER_LABEL_RE = re.compile(r"^([1-9][0-9]*):([0-9]*)$")
+CONTAINER_NAME_RE = re.compile(r"^kt-([0-9a-f]{6})-(n[0-9]{1,3})$")
 
 
-def _engines() -> list[Any]:
+@dataclass(frozen=True)
+class DockerItem:
+    """A container or network of some ktrial run, on one engine."""
+
+    engine: str  # the engine's base url
+    system: bool  # the system engine (shared with others), not ktrial's own dockerd
+    kind: str  # "container" or "network"
+    ident: str  # the engine's id
+    name: str
+    run_id: str
+    owner: tuple[int, int | None] | None  # from the ktrial.owner label, if any
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind} {self.name} ({self.engine})"
+
+
+def _owner_label(labels: Mapping[str, str]) -> tuple[bool, tuple[int, int | None] | None]:
+    """(well-formed, (pid, start)) of the ktrial.owner label: (True, None) if absent."""
+    raw = labels.get(OWNER_LABEL)
+    if raw is None:
+        return True, None
+    m = OWNER_LABEL_RE.match(raw)
+    if not m:
+        return False, None
+    return True, (int(m.group(1)), int(m.group(2)) if m.group(2) else None)
+
+
+def classify(kind: str, raw: Mapping[str, Any], engine: str, system: bool) -> DockerItem | None:
+    """The DockerItem of an engine's container/network record if its labels and name are
+    exactly what ktrial gives its own (pure); None for anything else."""
+    labels = raw.get("Labels") or {}
+    rid = labels.get(LABEL, "")
+    well_formed, owner = _owner_label(labels)
+    if not RUN_LABEL_RE.match(rid) or not well_formed:
+        return None
+    if kind == "container":
+        names = raw.get("Names") or []
+        name = names[0].lstrip("/") if names else ""
+        m = CONTAINER_NAME_RE.match(name)
+        if not m or m.group(1) != rid or labels.get(NODE_LABEL) != m.group(2):
+            return None
+        ident = raw.get("Id", "")
+    else:
+        name = raw.get("Name", "")
+        if name != network_name(rid):
+            return None
+        ident = raw.get("Id", "")
+    if not ident:
+        return None
+    return DockerItem(engine, system, kind, ident, name, rid, owner)
+
+
+def owner_alive(item: DockerItem, state: Mapping[str, Any] | None) -> bool | None:
+    """Whether the run owning `item` is alive: from its owner label, else from the run's
+    state record; None if neither says (unknown owner)."""
+    if item.owner is not None:
+        return statemod.is_alive(*item.owner)
+    pid = (state or {}).get("owner_pid")
+    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
+        return statemod.state_is_live(dict(state or {}))
+    return None
+
+
+def _engines() -> list[tuple[str, bool, Any]]:
+    """(base url, is the system engine, client) of every engine that answers."""
     out = []
-    for url in (f"unix://{dockerd.SYSTEM_SOCKET}", dockerd.default_paths().base_url):
+    own = dockerd.default_paths().base_url
+    for url, system in ((f"unix://{dockerd.SYSTEM_SOCKET}", True), (own, False)):
         client = dockerd.ping(url)
         if client is not None:
-            out.append(client)
+            out.append((url, system, client))
     return out
 
 
-def scan_leftovers() -> dict[str, str]:
-    """'container NAME' / 'network NAME' -> run id, for everything labelled ktrial.run."""
-    found: dict[str, str] = {}
-    for client in _engines():
+def scan_items() -> dict[str, DockerItem]:
+    """Every container and network with ktrial's exact labels, on every engine, by key."""
+    found: dict[str, DockerItem] = {}
+    for url, system, client in _engines():
         with contextlib.suppress(Exception):
-            for c in client.api.containers(all=True, filters={"label": LABEL}):
-                rid = (c.get("Labels") or {}).get(LABEL, "")
-                if RUN_LABEL_RE.match(rid):
-                    found[f"container {c['Names'][0].lstrip('/')}"] = rid
-            for net in client.api.networks(filters={"label": LABEL}):
-                rid = (net.get("Labels") or {}).get(LABEL, "")
-                if RUN_LABEL_RE.match(rid):
-                    found[f"network {net['Name']}"] = rid
+            raws = [
+                ("container", c) for c in client.api.containers(all=True, filters={"label": LABEL})
+            ] + [("network", n) for n in client.api.networks(filters={"label": LABEL})]
+            for kind, raw in raws:
+                item = classify(kind, raw, url, system)
+                if item is not None:
+                    found[item.key] = item
         client.close()
     return found
 
 
-def remove_leftovers(run_ids: Iterable[str]) -> list[str]:
-    """Remove the containers, then the networks, of `run_ids`; returns problems."""
-    ids, problems = set(run_ids), []
-    for client in _engines():
-        for c in client.api.containers(all=True, filters={"label": LABEL}):
-            if (c.get("Labels") or {}).get(LABEL) in ids:
-                try:
-                    client.api.remove_container(c["Id"], force=True, v=True)
-                except Exception as e:
-                    problems.append(f"container {c['Names'][0]}: {e}")
-        for net in client.api.networks(filters={"label": LABEL}):
-            if (net.get("Labels") or {}).get(LABEL) in ids:
-                try:
-                    client.api.remove_network(net["Id"])
-                except Exception as e:
-                    problems.append(f"network {net['Name']}: {e}")
+def remove_items(items: Iterable[DockerItem]) -> list[str]:
+    """Remove exactly these containers, then these networks; returns problems."""
+    todo = sorted(items, key=lambda i: i.kind != "container")
+    problems: list[str] = []
+    clients = {url: client for url, _, client in _engines()}
+    for item in todo:
+        client = clients.get(item.engine)
+        if client is None:
+            problems.append(f"{item.key}: the engine no longer answers")
+            continue
+        try:
+            if item.kind == "container":
+                client.api.remove_container(item.ident, force=True, v=True)
+            else:
+                client.api.remove_network(item.ident)
+        except Exception as e:
+            problems.append(f"{item.key}: {e}")
+    for client in clients.values():
         client.close()
     return problems
 
 
-def stop_orphaned_dockerd() -> str | None:
-    """Stop ktrial's dockerd if its owner died and no ktrial container is left in it."""
+def orphaned_dockerd(removing: Iterable[str] = ()) -> str | None:
+    """A description of ktrial's own dockerd if a clean removing the item keys `removing`
+    stops it: its owner died and no other ktrial container is left in it. None otherwise."""
     paths = dockerd.default_paths()
     if not dockerd.orphaned(paths):
         return None
     client = dockerd.ping(paths.base_url)
     if client is not None:
-        left = client.api.containers(all=True, filters={"label": LABEL})
+        gone = set(removing)
+        left = [
+            c
+            for c in client.api.containers(all=True, filters={"label": LABEL})
+            if (i := classify("container", c, paths.base_url, False)) is None or i.key not in gone
+        ]
         client.close()
         if left:
             return None
-    dockerd.stop_daemon(paths)
-    return f"dockerd (pid from {paths.record}, owner dead)"
+    return f"dockerd of a dead run (pid from {paths.record}, owner dead)"
+
+
+def stop_orphaned_dockerd() -> str | None:
+    """Stop ktrial's dockerd if its owner died and no ktrial container is left in it."""
+    what = orphaned_dockerd()
+    if what is not None:
+        dockerd.stop_daemon(dockerd.default_paths())
+    return what
 
 
 __all__ = ["DockerCluster", "DockerNode", "Unsupported"]

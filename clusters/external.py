@@ -8,8 +8,10 @@ commands for kill / start / stop / pause / resume, e.g.
     --hook start='ssh {host} sudo systemctl start kafka'
 
 Placeholders ``{name}`` (n1), ``{id}`` (broker id), ``{host}`` and ``{port}`` (the
-broker's advertised client address) are filled in, and the same values are in the
-environment as KTRIAL_NODE, KTRIAL_NODE_ID, KTRIAL_HOST, KTRIAL_PORT. A fault whose
+broker's advertised client address) are filled in shell-quoted (a host name from
+broker metadata can never inject a command; a placeholder inside quotes is refused),
+and the same values are in the environment as KTRIAL_NODE, KTRIAL_NODE_ID,
+KTRIAL_HOST, KTRIAL_PORT (quote those yourself: "$KTRIAL_HOST"). A fault whose
 hooks are missing is refused before the run starts, naming the flag to add.
 Partitions, packet loss and memory pressure need access to the brokers' network and
 cgroups, and Toxiproxy needs brokers that advertise the proxies: all unavailable here.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -50,6 +53,9 @@ NO_ACCESS = {
 }
 
 
+SAMPLE_FIELDS: dict[str, Any] = {"name": "n1", "id": 1, "host": "h", "port": 9092}
+
+
 class HookError(RuntimeError):
     """A user hook failed; the message names the hook, the node and the command's output."""
 
@@ -64,19 +70,67 @@ def parse_hooks(pairs: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"--hook expects ACTION=COMMAND, got {pair!r}")
         if action not in HOOKS:
             raise ValueError(f"--hook {action!r}: unknown action; known: {', '.join(HOOKS)}")
+        render_hook(cmd, SAMPLE_FIELDS)  # a bad or quoted placeholder: refused here
         out[action] = cmd
     return out
 
 
 def render_hook(template: str, fields: Mapping[str, Any]) -> str:
-    """Fill {name} {id} {host} {port} into a hook command (pure); a bad placeholder says so."""
+    """Fill {name} {id} {host} {port} into a hook command (pure), each value shell-quoted.
+
+    The values come from broker metadata, which ktrial does not control: a host name
+    such as ``h1;touch pwned`` must reach the command as one word, never as shell
+    syntax. So every value is passed through shlex.quote, and a placeholder written
+    inside quotes (where that quoting would be undone) is refused, as is a bad one.
+    """
+    if "\x00" in template:
+        raise ValueError(f"hook {template!r}: holds a NUL character")
+    marks = {k: f"\x00{i}\x00" for i, k in enumerate(fields)}
     try:
-        return template.format(**fields)
-    except (KeyError, IndexError, ValueError) as e:
+        marked = template.format(**marks)
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
         raise ValueError(
             f"hook {template!r}: bad placeholder ({e}); use {{name}} {{id}} {{host}} {{port}} "
             "(double the braces for literal ones)"
         ) from None
+    quoted = _quoted_placeholder(marked, list(marks))
+    if quoted is not None:
+        raise ValueError(
+            f"hook {template!r}: placeholder {{{quoted}}} is inside quotes; write it bare "
+            "(ktrial shell-quotes every value it fills in)"
+        )
+    out = marked
+    for k, mark in marks.items():
+        out = out.replace(mark, shlex.quote(str(fields[k])))
+    return out
+
+
+def _quoted_placeholder(text: str, names: list[str]) -> str | None:
+    """The first placeholder mark (\\0<i>\\0) in `text` that stands inside single or double
+    quotes or after a backslash, as sh reads it; None if all stand bare."""
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\x00":
+            end = text.index("\x00", i + 1)
+            if quote:
+                return names[int(text[i + 1 : end])]
+            i = end + 1
+            continue
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\":
+            if i + 1 < len(text) and text[i + 1] == "\x00":
+                end = text.index("\x00", i + 2)
+                return names[int(text[i + 2 : end])]
+            i += 1  # the escaped character
+        elif quote == '"':
+            quote = "" if c == '"' else quote
+        elif c in "'\"":
+            quote = c
+        i += 1
+    return None
 
 
 class ExternalNode:
@@ -205,7 +259,7 @@ class ExternalCluster(AdminCluster[ExternalNode]):
         for action, template in self.hooks.items():
             if action not in HOOKS:
                 raise ValueError(f"external cluster: unknown hook {action!r}")
-            render_hook(template, {"name": "n1", "id": 1, "host": "h", "port": 9092})
+            render_hook(template, SAMPLE_FIELDS)
         self.keep_topics = keep_topics
         self.admin_config = dict(admin_config or {})
         self.created_topics: list[str] = []

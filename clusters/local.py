@@ -313,6 +313,12 @@ class LocalCluster(OwnedCluster[LocalNode]):
             out["partition"] = out["loss"] = SHARED_ADDRESS
         return out
 
+    def _state_dict(self, status: str) -> dict[str, Any]:
+        d = super()._state_dict(status)
+        if self.work_root is not None:  # `cluster clean` removes work dirs only in their root
+            d["work_root"] = str(self.work_root.resolve())
+        return d
+
     # ------------------------------------------------------------ start
 
     def start(self, wait: bool = True) -> None:

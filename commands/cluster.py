@@ -204,20 +204,25 @@ def down(run_id: str | None, force: bool) -> None:
 
 @cluster.command("clean")
 @click.option("--all", "all_", is_flag=True, help="Also clusters whose owner is alive.")
-@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@click.option("--dry-run", is_flag=True, help="Only list what a real clean would remove.")
 def clean(all_: bool, dry_run: bool) -> None:
-    """Remove leftovers (namespaces, links, iptables rules, cgroups, processes, dirs) of
-    ktrial clusters whose owner died, and nemesis leftovers (tagged iptables rules,
-    stress-ng balloons, Toxiproxy servers). Touches only things named by ktrial."""
+    """Remove leftovers (namespaces, links, iptables rules, cgroups, processes, dirs,
+    containers) of ktrial clusters whose owner died, and nemesis leftovers (tagged
+    iptables rules, stress-ng balloons, Toxiproxy servers).
+
+    Touches only what carries ktrial's exact markers and whose owner is gone; lists
+    what it left alone and why. --dry-run lists exactly what a real clean removes."""
     from ..nemesis.clean import clean_leftovers
 
-    nemesis_removed = [] if dry_run else clean_leftovers(all_)
-    for line in nemesis_removed:
-        click.echo(f"removed {line}")
-    removed, problems = cleanmod.clean(all_=all_, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
+    nemesis_removed = clean_leftovers(all_, dry_run=dry_run)
+    for line in nemesis_removed:
+        click.echo(f"{verb} {line}")
+    removed, problems = cleanmod.clean(all_=all_, dry_run=dry_run)
     for line in removed.describe():
         click.echo(f"{verb} {line}")
+    for line in removed.refused:
+        click.echo(f"left alone: {line}")
     if removed.empty() and not nemesis_removed:
         click.echo("nothing to clean")
     for p in problems:

@@ -6,13 +6,17 @@ plots/, junit.xml and logs/ (DESIGN.md section 2).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from .redact import redact
 
 HISTORY = "history.jsonl"
 TEST = "test.json"
@@ -54,10 +58,10 @@ class RunDir:
         return self.path / "plots"
 
     def read_test(self) -> dict[str, Any]:
-        return load_json(self.test_json) if self.test_json.exists() else {}
+        return load_json(self.test_json, MAX_TEST_JSON) if self.test_json.exists() else {}
 
     def write_test(self, meta: dict[str, Any]) -> None:
-        write_json(self.test_json, meta)
+        write_json(self.test_json, redact(meta))  # no password lands on disk in clear
 
 
 def create_run(store: str | os.PathLike[str], name: str, now: float | None = None) -> RunDir:
@@ -78,6 +82,7 @@ def create_run(store: str | os.PathLike[str], name: str, now: float | None = Non
         tmp.unlink()
     tmp.symlink_to(path.name)
     tmp.replace(latest)
+    fsync_dir(base)  # the new run directory and `latest` survive a crash
     return RunDir(path)
 
 
@@ -97,9 +102,34 @@ def list_runs(store: str | os.PathLike[str]) -> list[RunDir]:
     return runs
 
 
-def load_json(path: str | os.PathLike[str]) -> Any:
-    raw = Path(path).read_bytes()
+MAX_JSON = 1 << 30  # results.json of the longest soak is a few MiB
+MAX_TEST_JSON = 16 << 20  # test.json holds options and a key map: kilobytes
+
+
+def load_json(path: str | os.PathLike[str], max_bytes: int = MAX_JSON) -> Any:
+    """The JSON value in a file (a leading BOM skipped): a regular file of at most
+    `max_bytes` bytes (OSError otherwise, see read_regular)."""
+    raw = read_regular(path, max_bytes)
     return orjson.loads(raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw)  # a BOM: skipped
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes` bytes.
+
+    A FIFO would block the reader until something writes to it, and a device such as
+    /dev/zero never ends: both (and anything else that is not a regular file, followed
+    through symbolic links) raise OSError before anything is read, as does a bigger file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not block
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(
+                errno.EINVAL, "not a regular file (a FIFO, a device or a socket?)", str(path)
+            )
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"larger than {max_bytes:,} bytes", str(path))
+    return data
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
@@ -118,7 +148,28 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         return
     tmp = p.with_name(f".{p.name}.tmp")
     try:
-        tmp.write_bytes(data)
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())  # the data first: a crash must not leave an empty file
         tmp.replace(p)
+        fsync_dir(p.parent)  # then the rename itself
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a directory's entries (a file created or renamed in it) durable.
+
+    A file's own fsync does not cover its name: after a crash the directory could
+    still lack it. Best effort where directories cannot be opened or synced."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory
+    finally:
+        os.close(fd)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+import reprlib
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ..histories.redact import redact
 from ..histories.store import RunDir, load_json
 from .faults import FaultWindow, family_colour
 from .meanings import meaning, ordered_types
@@ -37,16 +39,22 @@ MAX_ROWS = 200
 MAX_OPS = 10  # ops shown per example
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 20
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 100
+_REPR.maxstring = _REPR.maxother = MAX_VALUE_CHARS
+
+
 def esc(x: object) -> str:
     return html.escape(str(x), quote=True)
 
 
 def to_json(x: object, limit: int | None = MAX_VALUE_CHARS) -> str:
-    """Compact JSON of x (falls back to repr), cut to `limit` characters."""
+    """Compact JSON of x (falls back to a repr), cut to `limit` characters."""
     try:
         s = orjson.dumps(x, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        s = repr(x)
+    except TypeError:  # not JSON, or nested deeper than orjson writes (255 levels)
+        s = _REPR.repr(x)  # bounded in depth and size: never a RecursionError
     if limit is not None and len(s) > limit:
         s = s[:limit] + f"… ({len(s) - limit} more characters)"
     return s
@@ -747,6 +755,7 @@ def build_html(
     scan: HistoryScan,
     plots: dict[str, Path | None],
 ) -> str:
+    test = redact(test)  # test.json of an older run may hold passwords in clear
     title = f"ktrial: {test.get('name') or run_dir.parent.name} {run_dir.name}"
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     body = "".join(

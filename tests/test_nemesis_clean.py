@@ -5,6 +5,7 @@ a live run unless asked for all."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ def dead_pid() -> int:
 
 @pytest.fixture
 def namespace() -> Iterator[str]:
-    ns = f"kt-cleantest{os.getpid()}"
+    ns = f"kt-{secrets.token_hex(3)}-n99"  # a name clean recognises as ktrial's
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         yield ns
