@@ -27,6 +27,7 @@ from ..histories.model import Op
 from .logs import KeyLog, Logs, iter_reads
 from .options import CheckOptions
 from .prepare import OpRec, Prepared
+from .window import JudgedWindow
 
 NS = 1_000_000_000
 UNSET = -1  # "never read": history times are nanoseconds since the run started, never < 0
@@ -295,7 +296,11 @@ def lag_allowance(opts: CheckOptions, e2e: dict[str, Any]) -> float:
 
 
 def starvation(
-    a: Acked, t0: int, opts: CheckOptions, allowance_s: float
+    a: Acked,
+    t0: int,
+    opts: CheckOptions,
+    allowance_s: float,
+    judged: JudgedWindow | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Windows where consumers read under `starvation_ratio` of what was offered.
 
@@ -304,33 +309,54 @@ def starvation(
     the allowance falls before the last acknowledgement are judged (after it,
     producers stopped and the rest is the drain's job), and only those offering at
     least `starvation_min_offered` values.
+
+    With a judged window (checker/window.py), windows are cut from its start, values
+    acknowledged before it (the warm-up) are not offered, and a window ending after
+    it (in the drain) is not judged; `from_s` stays counted from t0.
     """
     w_ns = int(opts.liveness_window_s * NS)
     lag_ns = int(allowance_s * NS)
     ack, read = a.arrays()
-    judged: list[dict[str, Any]] = []
+    origin, stop = t0, None
+    if judged is not None:
+        origin, stop = judged.start_ns, judged.end_ns
+        keep = ack >= origin
+        ack, read = ack[keep], read[keep]
+    judged_windows: list[dict[str, Any]] = []
     if len(ack):
-        win = (ack - t0) // w_ns
-        offered = np.bincount(win)
+        ack, read = _exact(origin, ack, read)
+        win = (ack - origin) // w_ns
+        # windows are numbered from t0; times spread over years leave most of them
+        # empty: then only those holding a value are counted (`slot` numbers them)
+        used = None
+        if int(win.max()) >= 4 * len(win) + 1024:
+            used, slot = np.unique(win, return_inverse=True)
+        else:
+            slot = win.astype(np.int64)
+        offered = np.bincount(slot)
         # a value of window w counts if read by the window's end plus the allowance
         # (relative to t0: times near 2**63 would overflow int64 in absolute terms)
-        in_time = (read != UNSET) & (read - t0 <= lag_ns + (win + 1) * w_ns)
-        consumed = np.bincount(win[in_time], minlength=len(offered))
+        in_time = (read != UNSET) & (read - origin <= lag_ns + (win + 1) * w_ns)
+        consumed = np.bincount(slot[in_time], minlength=len(offered))
         last_ack = int(ack.max())
-        for w in np.flatnonzero(offered >= opts.starvation_min_offered).tolist():
-            if t0 + (w + 1) * w_ns + lag_ns > last_ack:
+        shift = origin - t0  # windows start at the origin, times are told from t0
+        for i in np.flatnonzero(offered >= opts.starvation_min_offered).tolist():
+            w = i if used is None else int(used[i])
+            if origin + (w + 1) * w_ns + lag_ns > last_ack:
                 break
-            o, c = int(offered[w]), int(consumed[w])
-            judged.append(
+            if stop is not None and origin + (w + 1) * w_ns > stop:
+                break
+            o, c = int(offered[i]), int(consumed[i])
+            judged_windows.append(
                 {
-                    "from_s": round(w * w_ns / NS, 3),
-                    "to_s": round((w + 1) * w_ns / NS, 3),
+                    "from_s": round((shift + w * w_ns) / NS, 3),
+                    "to_s": round((shift + (w + 1) * w_ns) / NS, 3),
                     "offered": o,
                     "consumed": c,
                     "ratio": round(c / o, 4),
                 }
             )
-    starved = [j for j in judged if j["ratio"] < opts.starvation_ratio]
+    starved = [j for j in judged_windows if j["ratio"] < opts.starvation_ratio]
     violations: list[dict[str, Any]] = []
     for run in _runs(starved):
         off = sum(j["offered"] for j in run)
@@ -358,11 +384,21 @@ def starvation(
     metric = {
         "window_s": opts.liveness_window_s,
         "lag_allowance_s": round(allowance_s, 3),
-        "windows_judged": len(judged),
-        "min_ratio": min((j["ratio"] for j in judged), default=None),
+        "windows_judged": len(judged_windows),
+        "min_ratio": min((j["ratio"] for j in judged_windows), default=None),
         "starved_windows": starved[:MAX_LISTED],
     }
     return metric, violations
+
+
+def _exact(t0: int, *arrays: Any) -> tuple[Any, ...]:
+    """The int64 time arrays as they are, or as Python ints when they reach so far from
+    t0 (2**62 ns, about 146 years) that int64 arithmetic on them could overflow: slow,
+    but only a hand-made history gets there, and its results stay exact."""
+    wide = any(
+        len(x) and (int(x.max()) - t0 >= 2**62 or int(x.min()) - t0 < -(2**62)) for x in arrays
+    )
+    return tuple(x.astype(object) if wide else x for x in arrays)
 
 
 def _runs(windows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
@@ -420,9 +456,10 @@ def stuck_partitions(
         ids = {k: i for i, k in enumerate(dict.fromkeys(a.key))}
         kid = np.array(list(map(ids.__getitem__, a.key)), dtype=np.int64)
         # read before its writer's ack (an info send that timed out late): not stuck
-        gap = np.maximum(np.where(read == UNSET, end, read) - ack, 0)
+        ack, upto = _exact(t0, ack, np.where(read == UNSET, end, read))
+        gap = np.maximum(upto - ack, 0)
         # per key the largest gap, the earliest value among equals (keys in id order)
-        top = np.zeros(len(ids), dtype=np.int64)
+        top = np.zeros(len(ids), dtype=gap.dtype)
         np.maximum.at(top, kid, gap)
         at_top = np.flatnonzero(gap == top[kid])
         _ids, first = np.unique(kid[at_top], return_index=True)
@@ -730,9 +767,16 @@ def thresholds(opts: CheckOptions) -> dict[str, Any]:
     }
 
 
-def liveness(p: Prepared, logs: Logs, nemesis: Sequence[Op], opts: CheckOptions) -> dict[str, Any]:
+def liveness(
+    p: Prepared,
+    logs: Logs,
+    nemesis: Sequence[Op],
+    opts: CheckOptions,
+    judged: JudgedWindow | None = None,
+) -> dict[str, Any]:
     """results["metrics"]["liveness"]: each metric, the thresholds, the violations, and
-    ``checks`` (one verdict per check, for junit.xml and the report)."""
+    ``checks`` (one verdict per check, for junit.xml and the report). `judged` narrows
+    starvation to the judged window (checker/window.py); None judges the whole history."""
     t0 = p.first_time or 0
     end = p.last_time or t0
     # The copy workload's output keys are read only by the final drain: their values
@@ -743,7 +787,7 @@ def liveness(p: Prepared, logs: Logs, nemesis: Sequence[Op], opts: CheckOptions)
     e2e = e2e_latency(a)
     commit = commit_latency(p)
     allowance = lag_allowance(opts, e2e)
-    starv, v_starv = starvation(a, t0, opts, allowance)
+    starv, v_starv = starvation(a, t0, opts, allowance, judged)
     stuck, v_stuck = stuck_partitions(a, t0, end, opts)
     _name_stuck_ops(p, logs, v_stuck)
     heals = [op for op in nemesis if op.type == "info" and is_heal(op.f)]

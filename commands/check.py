@@ -23,9 +23,14 @@ from ..checker.check import needs_ops
 from ..checker.liveness import VIOLATION_TYPES
 from ..checker.options import MAX_NUMBER
 from ..histories.edn import iter_any_history
-from ..histories.jsonl import HistoryError, TornLineWarning
+from ..histories.jsonl import (
+    AnonymousProcessWarning,
+    HistoryError,
+    HistoryWarning,
+    UnknownFWarning,
+)
 from ..histories.model import Flat, Op
-from ..histories.store import load_json, write_bytes_atomic
+from ..histories.store import MAX_TEST_JSON, load_json, write_bytes_atomic
 
 EXIT_BY_VALID = {True: 0, False: 1, "unknown": 2}
 BIG_FILE = 32 * 1024 * 1024
@@ -68,7 +73,8 @@ def load_meta(test: Path | None) -> dict[str, Any]:
     if test is None:
         return {}
     try:
-        meta = load_json(test)  # a leading BOM is skipped
+        # a leading BOM is skipped; a FIFO, a device or a huge file is refused unread
+        meta = load_json(test, MAX_TEST_JSON)
     except (OSError, orjson.JSONDecodeError) as e:
         raise InputError(
             f"{test}: cannot read test metadata ({e}); fix or remove it, or pass "
@@ -79,11 +85,11 @@ def load_meta(test: Path | None) -> dict[str, Any]:
     return meta
 
 
-def _with_progress(hist: Path, flat: bool) -> Iterator[Op | Flat]:
+def _with_progress(hist: Path, flat: bool, ignore_unknown_f: bool = False) -> Iterator[Op | Flat]:
     """Stream ops, showing a progress bar on a terminal for big files."""
     size = hist.stat().st_size
     if size < BIG_FILE or not sys.stderr.isatty():
-        yield from iter_any_history(hist, flat)
+        yield from iter_any_history(hist, flat, ignore_unknown_f=ignore_unknown_f)
         return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -102,7 +108,8 @@ def _with_progress(hist: Path, flat: bool) -> Iterator[Op | Flat]:
         transient=True,
     ) as prog:
         task = prog.add_task("read", total=total, name=hist.name)
-        for n, op in enumerate(iter_any_history(hist, flat), 1):
+        ops = iter_any_history(hist, flat, ignore_unknown_f=ignore_unknown_f)
+        for n, op in enumerate(ops, 1):
             if n % 20000 == 0:
                 prog.update(task, completed=n)
             yield op
@@ -118,7 +125,8 @@ def summary(res: dict[str, Any], hist: Path, out: Path | None) -> str:
         f"  {st['ops']:,} ops ({st['client_ops']:,} client ops, {st['nemesis_ops']:,} nemesis) "
         f"over {st['duration_s']:g} s, {st['keys']} keys, {st['writes']:,} values sent, "
         f"{st['reads']:,} records read; checked in {st['check_time_s']:g} s "
-        f"(sub_via={st['options']['sub_via']}, ww_deps={st['options']['ww_deps']})",
+        f"(sub_via={st['options']['sub_via']}, ww_deps={st['options']['ww_deps']}"
+        f"{'' if st['options'].get('consumer_rewinds', True) else ', consumer_rewinds=False'})",
     ]
     if res["valid"] == "unknown" and not res["error_types"]:
         lines.append("  nothing could be checked: no ok op read anything")
@@ -190,6 +198,15 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
     "--ww-deps/--no-ww-deps",
     default=None,
     help="Infer write-write edges from log order (default: test.json, else on).",
+)
+@click.option(
+    "--consumer-rewinds/--no-consumer-rewinds",
+    default=None,
+    help="The clients seek back to where a failed or indeterminate op began reading, so "
+    "every read must begin right after the consumer's last ok read (Jepsen's rule). "
+    "--no-consumer-rewinds for clients known not to rewind after an abort: the next ok "
+    "read may then begin up to just after what failed reads returned (default: "
+    "test.json's consumer_rewinds, else on).",
 )
 @click.option(
     "--cycle-timeout",
@@ -282,12 +299,19 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
     metavar="MIB",
     help="Minimum RSS growth to flag, in MiB (default 64).",
 )
+@click.option(
+    "--ignore-unknown-f",
+    is_flag=True,
+    help="Skip client ops whose f ktrial does not know (e.g. Poll, produce) with a warning, "
+    "counted in results.json's input section, instead of refusing the history.",
+)
 @click.pass_context
 def check(
     ctx: click.Context,
     path: Path,
     sub_via: str | None,
     ww_deps: bool | None,
+    consumer_rewinds: bool | None,
     cycle_timeout: float | None,
     out: Path | None,
     as_json: bool,
@@ -301,6 +325,7 @@ def check(
     recovery_s: float | None,
     memory_growth_ratio: float | None,
     memory_growth_mib: float | None,
+    ignore_unknown_f: bool,
 ) -> None:
     """Check the history in PATH (a run directory or a history.jsonl file).
 
@@ -311,6 +336,7 @@ def check(
     overrides: dict[str, Any] = {
         "sub_via": sub_via,
         "ww_deps": ww_deps,
+        "consumer_rewinds": consumer_rewinds,
         "cycle_timeout_s": cycle_timeout,
         "max_examples": max_examples,
         "liveness_bad": liveness_bad,
@@ -333,9 +359,10 @@ def check(
     except (TypeError, ValueError) as e:
         raise InputError(f"{test}: bad checker option: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", TornLineWarning)
+        warnings.simplefilter("always", HistoryWarning)
         try:
-            res = run_check(_with_progress(hist, not needs_ops(opts, meta)), opts, meta)
+            ops = _with_progress(hist, not needs_ops(opts, meta), ignore_unknown_f)
+            res = run_check(ops, opts, meta)
         except HistoryError as e:
             if e.line == 0:  # the file itself (cannot open it, no history in a directory)
                 raise InputError(str(e)) from None
@@ -345,6 +372,7 @@ def check(
             ) from None
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
+    res["input"] = input_section([w.message for w in caught])
     if out is None:
         out = hist.parent / "results.json"
     elif out.is_dir():  # --out DIR: results.json in it
@@ -365,6 +393,24 @@ def check(
     else:
         click.echo(summary(res, hist, written))
     ctx.exit(EXIT_BY_VALID[res["valid"]])
+
+
+def input_section(caught: list[Warning | str]) -> dict[str, Any]:
+    """results.json's account of what reading the history let pass: the warnings, the
+    client ops skipped per unknown f (--ignore-unknown-f), the ops of no process."""
+    skipped: dict[str, int] = {}
+    anonymous = 0
+    for w in caught:
+        if isinstance(w, UnknownFWarning):
+            for f, n in w.counts.items():
+                skipped[f] = skipped.get(f, 0) + n
+        elif isinstance(w, AnonymousProcessWarning):
+            anonymous += w.count
+    return {
+        "warnings": [str(w) for w in caught],
+        "skipped_unknown_f": skipped,
+        "anonymous_process_ops": anonymous,
+    }
 
 
 def _mib(mib: float | None) -> int | None:

@@ -29,9 +29,11 @@ from sys import intern as _intern
 from typing import Annotated, Any
 
 from .model import (
+    CLIENT_FS,
     DATA_FS,
     INT64_MAX,
     INT64_MIN,
+    MAX_DEPTH,
     NEMESIS,
     OP_TYPES,
     Effect,
@@ -50,6 +52,7 @@ except ImportError:  # pragma: no cover - exercised only where msgspec is absent
 
 _OP_TYPES = frozenset(OP_TYPES)
 _DATA_FS = frozenset(DATA_FS)
+_CLIENT_FS = frozenset(CLIENT_FS)
 _LISTED_KEYS = frozenset({"assign", "subscribe"})
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -243,16 +246,33 @@ def _mops(value: list[Any]) -> list[Any] | None:
 
 
 def _big_int(x: Any) -> bool:
-    """Whether an int beyond 64 bits hides in x: the strict reader's JSON parser reads
-    those as floats, so such a line is the strict reader's, to read it alike."""
+    """Whether an int beyond 64 bits, or lists and maps nested more than MAX_DEPTH deep,
+    hide in x: the strict reader's JSON parser reads such ints as floats, and it refuses
+    such nesting (saying so), so such a line is the strict reader's, to read it alike.
+    Walked without recursion: any depth msgspec decodes is safe."""
     t = type(x)
     if t is int:
         return not INT64_MIN <= x <= INT64_MAX
-    if t is list:
-        return any(map(_big_int, x))
-    if t is dict:
-        return any(map(_big_int, x.values()))
+    if t is not list and t is not dict:
+        return False
+    todo: list[tuple[Any, int]] = [(x, 1)]
+    while todo:
+        v, depth = todo.pop()
+        for y in v.values() if type(v) is dict else v:
+            ty = type(y)
+            if ty is int:
+                if not INT64_MIN <= y <= INT64_MAX:
+                    return True
+            elif ty is list or ty is dict:
+                if depth >= MAX_DEPTH:
+                    return True
+                todo.append((y, depth + 1))
     return False
+
+
+def _odd_extra(extra: dict[str, Any]) -> bool:
+    """Whether an extra field is the strict reader's (see _big_int)."""
+    return any(map(_big_int, extra.values()))
 
 
 def _plain_value(d: Any) -> tuple[bool, Any]:
@@ -283,6 +303,8 @@ def to_op(d: Any, fallback_index: int) -> Op | None:
 def _to_op(d: Any, fallback_index: int) -> Op | None:
     if not _header(d) or (d.error is not None and _big_int(d.error)):
         return None
+    if d.process != NEMESIS and d.f not in _CLIENT_FS:
+        return None  # an unknown f: the strict reader refuses it, or counts and skips it
     value: Any = d.value
     if d.f in _DATA_FS and d.process != NEMESIS:
         if value is None:
@@ -298,7 +320,10 @@ def _to_op(d: Any, fallback_index: int) -> Op | None:
         if not ok:
             return None
     index, t = _index_time(d, fallback_index)
-    return Op(index, t, d.process, d.type, d.f, value, d.error, _extra(d))
+    extra = _extra(d)
+    if extra and _odd_extra(extra):
+        return None
+    return Op(index, t, d.process, d.type, d.f, value, d.error, extra)
 
 
 def fast_op(raw: bytes, fallback_index: int) -> Op | None:
@@ -416,6 +441,8 @@ def flat_block(lines: list[Any], first_index: int) -> list[Flat | Op] | None:
                 or d.seek_to_beginning is not _UNSET
             ):
                 extra = _extra(d)
+                if _odd_extra(extra):
+                    return None
             append(
                 _tnew(
                     Flat,

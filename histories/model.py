@@ -15,6 +15,7 @@ Nothing here does I/O; the JSONL reader and writer live in :mod:`.jsonl`.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
 from operator import itemgetter
 from sys import intern as _intern
@@ -23,6 +24,20 @@ from typing import Any, NamedTuple
 OP_TYPES = ("invoke", "ok", "fail", "info")
 DATA_FS = ("send", "poll", "txn")
 NEMESIS = "nemesis"
+# Every f a client op may have: the data ops, the consumer ops, a client's crash, and
+# Jepsen's debug-topic-partitions (read and ignored). Any other f of a client op is
+# refused by the readers (or skipped and counted, when asked to), never silently dropped.
+CLIENT_FS = (*DATA_FS, "assign", "subscribe", "crash", "debug-topic-partitions")
+# The process of ops written without one (or with null): Jepsen reads them as one
+# process, nil; ktrial names it so (a history's own "anonymous" process is the same one).
+ANONYMOUS = "anonymous"
+# Lists and maps in an op's free-form fields (error, a nemesis value, extra fields) may
+# nest this deep: far beyond any real op, well within what JSON writers and the report
+# can write back (orjson stops at 255 levels).
+MAX_DEPTH = 100
+# The longest line (JSONL) or op (EDN text) a reader accepts: a poll of a million
+# records is about 20 MiB; reading an op takes about ten times its size in memory.
+MAX_OP_BYTES = 64 * 1024 * 1024
 
 Key = str
 Value = int | str
@@ -47,6 +62,52 @@ Mop = Send | Poll
 
 class FormatError(ValueError):
     """A value that does not have the shape DESIGN.md section 2 requires."""
+
+
+class UnknownFError(FormatError):
+    """A client op whose f ktrial does not know (`Poll`, `produce`)."""
+
+    def __init__(self, f: str) -> None:
+        self.f = f
+        super().__init__(
+            f"client op with unknown f {short(f)} (ktrial knows {', '.join(CLIENT_FS)}; "
+            'nemesis ops, process "nemesis", may have any f): rename it to one of these '
+            "if it is one (send, poll and txn carry micro-ops), or pass --ignore-unknown-f "
+            "to skip such ops with a warning"
+        )
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 4
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 12
+_REPR.maxstring = _REPR.maxother = 120
+_REPR.maxlong = 60
+
+
+def short(x: Any) -> str:
+    """repr(x) cut to a few hundred characters (reprlib: any size or depth, no recursion
+    error), for messages that quote the input."""
+    return _REPR.repr(x)
+
+
+_NESTS = (list, dict)
+
+
+def too_deep(x: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether lists and dicts nest more than `limit` levels in x (walked without
+    recursion, so any depth is safe)."""
+    if type(x) not in _NESTS:
+        return False
+    todo: list[tuple[Any, int]] = [(x, 1)]
+    pop, push = todo.pop, todo.append
+    while todo:
+        v, d = pop()
+        if d > limit:
+            return True
+        for y in v.values() if type(v) is dict else v:
+            if type(y) in _NESTS:
+                push((y, d + 1))
+    return False
 
 
 @dataclass(slots=True)
@@ -104,7 +165,7 @@ def norm_key(k: Any) -> Key:
     """Keys may be written as ints or strings; readers normalise them to strings."""
     if isinstance(k, bool) or not isinstance(k, (int, str)):
         check_int64(k, "key")
-        raise FormatError(f"key {k!r} must be an integer or a string")
+        raise FormatError(f"key {short(k)} must be an integer or a string")
     return str(k)
 
 
@@ -122,7 +183,7 @@ def check_int64(x: Any, what: str) -> None:
     """Times, offsets and integer values must fit in 64 bits (Kafka's and numpy's ints)."""
     if _too_big(x):
         raise FormatError(
-            f"{what} {x!r} is an integer beyond 64 bits: ktrial reads times, offsets and "
+            f"{what} {short(x)} is an integer beyond 64 bits: ktrial reads times, offsets and "
             "integer values as signed 64-bit integers (write such a value as a string)"
         )
 
@@ -130,7 +191,7 @@ def check_int64(x: Any, what: str) -> None:
 def _norm_value(v: Any, what: str) -> Value:
     check_int64(v, what)
     if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise FormatError(f"{what} {v!r} must be an integer or a string")
+        raise FormatError(f"{what} {short(v)} must be an integer or a string")
     return v
 
 
@@ -139,7 +200,7 @@ def _norm_offset(o: Any, what: str) -> Offset:
         return None
     check_int64(o, what)
     if isinstance(o, bool) or not isinstance(o, int):
-        raise FormatError(f"{what} {o!r} must be an integer or null")
+        raise FormatError(f"{what} {short(o)} must be an integer or null")
     # Queen's facade answers -1 for transactional sends: that means "unknown".
     return None if o < 0 else o
 
@@ -218,7 +279,7 @@ def _fast_records(pairs: list[Any]) -> list[Any] | None:
 
 def _record(p: Any, k: Any) -> list[Any]:
     if not isinstance(p, (list, tuple)) or len(p) != 2:
-        raise FormatError(f"poll record {p!r} of key {k!r} must be [offset, value]")
+        raise FormatError(f"poll record {short(p)} of key {short(k)} must be [offset, value]")
     return [_norm_offset(p[0], "polled offset"), _norm_value(p[1], "polled value")]
 
 
@@ -243,21 +304,21 @@ def parse_mop(m: Any) -> Mop:
                 ):
                     return Send(k, x, o)
     if not isinstance(m, list) or not m:
-        raise FormatError(f'micro-op {m!r} must be a non-empty list like ["send", k, v]')
+        raise FormatError(f'micro-op {short(m)} must be a non-empty list like ["send", k, v]')
     f = m[0]
     if isinstance(f, str) and f.startswith(":"):
         f = f[1:]
     if f == "send":
         if len(m) != 3:
             raise FormatError(
-                f'send micro-op {m!r} must be ["send", key, value] '
+                f'send micro-op {short(m)} must be ["send", key, value] '
                 'or ["send", key, [offset, value]]'
             )
         key = norm_key(m[1])
         v = m[2]
         if isinstance(v, list):
             if len(v) != 2:
-                raise FormatError(f"send result {v!r} must be [offset, value]")
+                raise FormatError(f"send result {short(v)} must be [offset, value]")
             return Send(key, _norm_value(v[1], "sent value"), _norm_offset(v[0], "offset"))
         return Send(key, _norm_value(v, "sent value"), None)
     if f == "poll":
@@ -265,17 +326,20 @@ def parse_mop(m: Any) -> Mop:
             return Poll(None)
         if len(m) != 2:
             raise FormatError(
-                f'poll micro-op {m!r} must be ["poll"] or ["poll", {{key: [[offset, value], ...]}}]'
+                f'poll micro-op {short(m)} must be ["poll"] or '
+                '["poll", {key: [[offset, value], ...]}]'
             )
         recs = m[1]
         if not isinstance(recs, dict):
             raise FormatError(
-                f"poll result {recs!r} must be a map of key -> [[offset, value], ...]"
+                f"poll result {short(recs)} must be a map of key -> [[offset, value], ...]"
             )
         out: dict[Key, list[Any]] = {}
         for k, pairs in recs.items():
             if not isinstance(pairs, list):
-                raise FormatError(f"poll records of key {k!r} must be a list of [offset, value]")
+                raise FormatError(
+                    f"poll records of key {short(k)} must be a list of [offset, value]"
+                )
             lst = _fast_records(pairs)
             if lst is None:
                 lst = [_record(p, k) for p in pairs]
@@ -285,14 +349,16 @@ def parse_mop(m: Any) -> Mop:
             else:
                 out[key] = lst
         return Poll(out)
-    raise FormatError(f'micro-op {m!r}: unknown function {m[0]!r} (expected "send" or "poll")')
+    raise FormatError(
+        f'micro-op {short(m)}: unknown function {short(m[0])} (expected "send" or "poll")'
+    )
 
 
 def parse_mops(value: Any) -> list[Mop]:
     if value is None:
         return []
     if type(value) is not list:
-        raise FormatError(f"value {value!r} of a data op must be a list of micro-ops")
+        raise FormatError(f"value {short(value)} of a data op must be a list of micro-ops")
     out: list[Mop] = []
     append = out.append
     for m in value:

@@ -75,15 +75,22 @@ def family_of(f: str) -> tuple[str, str] | None:
 
 def targets(value: Any) -> frozenset[str]:
     """Node names a nemesis value mentions (best effort; empty when it names none)."""
-    if isinstance(value, str):
-        return frozenset({value})
-    if isinstance(value, (list, tuple)):
-        return frozenset(str(v) for v in value if isinstance(v, (str, int)))
-    if isinstance(value, dict):
-        for k in ("nodes", "targets", "node", "target"):
-            if k in value:
-                return targets(value[k])
+    for _ in range(8):  # {"nodes": {"targets": [...]}}: a few levels, never a recursion
+        if isinstance(value, str):
+            return frozenset({value})
+        if isinstance(value, (list, tuple)):
+            return frozenset(str(v) for v in value if isinstance(v, (str, int)))
+        if not isinstance(value, dict):
+            break
+        value = next((value[k] for k in ("nodes", "targets", "node", "target") if k in value), None)
     return frozenset()
+
+
+def nodes_text(value: Any, limit: int = 24) -> str:
+    """The nodes a fault value names, "n1,n3" (cut to `limit`); "" when it names none."""
+    names = sorted(targets(value))
+    text = ",".join(names)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,12 @@ class FaultWindow:
     @property
     def instant(self) -> bool:
         return self.start_s == self.end_s and self.end_f is None
+
+    @property
+    def label(self) -> str:
+        """The family and the nodes it hit: "kill n2,n3"."""
+        nodes = nodes_text(self.value)
+        return f"{self.family} {nodes}" if nodes else self.family
 
 
 class FaultTracker:

@@ -123,9 +123,11 @@ def assert_readers_agree(path: Path) -> Outcome:
 
 
 def core(res: dict[str, Any]) -> dict[str, Any]:
-    """results.json minus what depends on the machine (timing)."""
+    """results.json minus what depends on the machine (timing) and what only `ktrial
+    check` writes (its "input" section: what reading let pass, with warnings)."""
     res = json.loads(json.dumps(res, default=repr))
     res["stats"].pop("check_time_s", None)
+    res.pop("input", None)
     return res
 
 
@@ -411,19 +413,28 @@ def test_nemesis_ops_with_any_value_interleaved_keep_the_verdict(tmp_path: Path)
         assert res["stats"]["nemesis_ops"] >= check_file(canon)["stats"]["nemesis_ops"]
 
 
-def test_duplicate_indices_keep_the_verdict_and_types(tmp_path: Path) -> None:
-    """Every op numbered 0 (a tool that does not number ops): counts of cycles may
-    merge in examples (they are told apart by op number), never the verdict or types."""
+def test_duplicate_indices_are_an_error_naming_both_lines(tmp_path: Path) -> None:
+    """Every op numbered 0 (a tool that does not number ops): explanations name ops by
+    index, so an index used twice is an error naming both lines (issue 13; this test
+    asserted the old leniency); without "index" fields the ops are numbered by position."""
     for hname, ops in corpus():
         canon = tmp_path / "canon.jsonl"
         canon.write_bytes(dump_lines([json.dumps(o) for o in ops]))
         want = check_file(canon)
         foreign = tmp_path / "foreign.jsonl"
         foreign.write_bytes(dump_lines([json.dumps({**o, "index": 0}) for o in ops]))
-        got = check_file(foreign)
+        with pytest.raises(
+            HistoryError, match=r"index 0 is used again \(line 1 has it too\)"
+        ) as ei:
+            check_file(foreign)
+        assert ei.value.line == 2, hname
+        unnumbered = tmp_path / "unnumbered.jsonl"
+        unnumbered.write_bytes(
+            dump_lines([json.dumps({k: v for k, v in o.items() if k != "index"}) for o in ops])
+        )
+        got = check_file(unnumbered)
         assert got["valid"] == want["valid"], hname
         assert got["error_types"] == want["error_types"], hname
-        assert got["bad_error_types"] == want["bad_error_types"], hname
 
 
 def test_run_directory_file_path_and_check_file_agree(
@@ -566,8 +577,12 @@ def _l(**kw: Any) -> str:
 AGREE: dict[str, str] = {
     "dup-field-last-wins": S0.replace('"type":"ok"', '"type":"fail","type":"ok"'),
     "dup-value-last-wins": S0[:-1] + ',"value":[["send",1,[0,2]]]}',
-    "dup-poll-key": P1.replace('{"1":[[0,1]]}', '{"1":[[0,1]],"1":[[0,2]]}'),
-    "poll-key-escaped": P1.replace('{"1":[[0,1]]}', '{"1":[[0,1]],"\\u0031":[[1,2]]}'),
+    "dup-poll-key": P1.replace('"index":1', '"index":9').replace(
+        '{"1":[[0,1]]}', '{"1":[[0,1]],"1":[[0,2]]}'
+    ),
+    "poll-key-escaped": P1.replace('"index":1', '"index":9').replace(
+        '{"1":[[0,1]]}', '{"1":[[0,1]],"\\u0031":[[1,2]]}'
+    ),
     "dup-unknown-field": _l(value=[], zz=1)[:-1] + ', "zz": 2}',
     "key-2^63": _l(value=[["send", 2**63, [0, 1]]]),
     "key-2^64": _l(value=[["send", 2**64, [0, 1]]]),

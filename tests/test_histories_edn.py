@@ -281,7 +281,7 @@ def test_malformed_ops_name_the_line(tmp_path: Path, body: str, line: int, reaso
 
 def test_unclosed_vector_and_bad_bytes(tmp_path: Path) -> None:
     p = tmp_path / "history.edn"
-    p.write_text("\n[" + GOOD + GOOD)
+    p.write_text("\n[" + GOOD + GOOD.replace(":index 0", ":index 1"))
     with pytest.raises(HistoryError, match="never closed") as ei:
         list(iter_edn_history(p))
     assert ei.value.line == 2
