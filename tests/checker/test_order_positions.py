@@ -29,15 +29,15 @@ from ktrial.checker import CheckOptions, check
 from ktrial.checker.options import options_from_test_json
 from ktrial.cli import main
 from ktrial.testing.gen import GenParams, generate, to_ops
-from ktrial.tests.histlines import examples, fail, info, ok, pl, run, snd, types, write
-from ktrial.tests.test_checker_audit_explain import fact_check
-from ktrial.tests.test_checker_independent import (
+from ktrial.tests.checker.differential.model import (
     Params,
     Style,
     check_ops,
     render,
     simulate,
 )
+from ktrial.tests.checker.factcheck import fact_check
+from ktrial.tests.histlines import examples, fail, info, ok, pl, run, snd, types, write
 from ktrial.tests.test_histories_jepsen_fidelity import SEND6
 from ktrial.tests.test_histories_jepsen_fidelity import op as edn_op
 from ktrial.tests.test_histories_jepsen_fidelity import run_check as run_edn
@@ -157,7 +157,7 @@ def test_jepsens_edn_history_through_the_command_line(tmp_path: Path) -> None:
 def test_the_fact_checker_catches_a_false_claim_of_these_explanations(
     tmp_path: Path, true: str, false: str
 ) -> None:
-    """The explanation audit (test_checker_audit_explain) re-derives every claim above
+    """The fact checker (factcheck.py, test_explain.py) re-derives every claim above
     from the history: a wrong one is caught."""
     res = run(tmp_path, JEPSEN_ABORT)
     (ex,) = [e for e in examples(res, "poll-skip") if e["ops"] == [1, 4, 3]]
@@ -207,14 +207,14 @@ STRICT_ONLY = {
     "info poll that skips": INFO_SKIP,
     "failed poll re-reading the position": [SIX, read_x(1, 0, 1), read_x(1, 1, typ="fail"), DRAIN],
     "failed poll going back": [SIX, read_x(1, 0, 1), read_x(1, 0, 1, typ="fail"), DRAIN],
-    "ok read after an info poll did not rewind": [  # test_checker_anomalies' near-miss
+    "ok read after an info poll did not rewind": [  # test_order.py's near-miss
         SIX,
         read_x(1, 0),
         read_x(1, 1, typ="info"),
         read_x(1, 2),
         DRAIN,
     ],
-    "ok read after a failed txn did not rewind": [  # test_checker_audit_txn's case
+    "ok read after a failed txn did not rewind": [  # a boundary_cases.TXN_CASES case
         SIX,
         read_x(1, 0),
         {"process": 1, "type": "fail", "f": "txn", "value": [pl({"x": [[1, 1]]}), snd("y", 0, 7)]},
@@ -434,7 +434,7 @@ def test_the_help_says_when_to_turn_it_off(capsys: pytest.CaptureFixture[str]) -
 def test_the_failed_op_window_under_jepsens_rule(
     tmp_path: Path, start: int, expect: str | None, skipped: list[str] | None
 ) -> None:
-    """test_checker_audit_jepsen_parity.test_poll_justified_failed_op_window, which pins
+    """differential/test_jepsen_parity.test_poll_justified_failed_op_window, which pins
     the relaxed rule (starts 1..3 pass), under the default: only start 1 does."""
     lines = [
         ok(0, "send", [snd("x", i, f"v{i}") for i in range(5)]),
@@ -456,7 +456,7 @@ def test_the_failed_op_window_under_jepsens_rule(
 
 
 def test_a_skip_after_unfinished_reads_names_the_last_of_them(tmp_path: Path) -> None:
-    """test_checker_mutants' and test_checker_audit_explain's relaxed shapes (a failed
+    """test_order.py's and test_explain.py's relaxed shapes (a failed
     read of 1-2, an info read of 1, an ok read from 4) under the default: the ok read
     skipped 1, 2 and 3, and the example names the last unfinished read of the key."""
     lines = [
@@ -557,8 +557,8 @@ def test_the_model_exercises_failed_reads_and_rewinds() -> None:
 def test_the_independent_model_of_rewinding_clients_is_valid_under_jepsens_rule(
     seed: int,
 ) -> None:
-    """test_checker_independent's model (not ktrial's generator) with every client
-    rewinding: valid under the default rule, assign mode judged strictly."""
+    """The independent model (differential/model.py, not ktrial's generator) with every
+    client rewinding: valid under the default rule, assign mode judged strictly."""
     p = Params(n_keys=3, n_clients=3, ticks=300, subscribe_p=0.0, abort_p=0.3, info_p=0.2,
                rewind_p=1.0)  # fmt: skip
     w = simulate(seed, p)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ktrial.clusters import dumplog
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_segment_dump_gives_values_producers_and_markers() -> None:

@@ -89,6 +89,7 @@ def test_plots_are_embedded_and_written(invalid_run: tuple[Path, str]) -> None:
     )
     assert [a for a, _, _ in imgs] == [
         "Latency over time",
+        "Latency quantiles over time",
         "Throughput over time",
         "Realtime lag over time",
         "Unseen values over time",
@@ -123,8 +124,9 @@ def test_metrics_and_config_tables(invalid_run: tuple[Path, str]) -> None:
     assert '<td>REQUEST_TIMED_OUT</td><td class="num">60</td>' in metrics
     assert '<td class="num">180.0</td>' in metrics  # send ok p99
     config = page[page.index('id="config"') :]
-    assert "<td>cluster.broker_version</td>" in config and "4.1.0" in config
-    assert "<td>workload.txn</td>" in config
+    # a short curated table (issue 14 B), the raw test.json one click away
+    assert '<td>system</td><td><span class="mono">Kafka 4.1.0</span></td>' in config
+    assert "<td>workload</td>" in config and '<details id="raw-config">' in config
 
 
 def test_valid_run(tmp_path: Path) -> None:
@@ -146,8 +148,8 @@ def test_missing_metrics_say_not_computed(tmp_path: Path) -> None:
         "Latency quantiles",
     ):
         assert f"{what}: not computed." in page
-    # latency and throughput come from the history itself
-    assert page.count('class="plot-img"') == 2
+    # latency, its quantiles and throughput come from the history itself
+    assert page.count('class="plot-img"') == 3
     assert "From the history" in page
 
 
@@ -170,7 +172,7 @@ def test_torn_and_odd_lines_do_not_break_the_report(tmp_path: Path) -> None:
     )
     page = render_report(run, {"valid": True}).read_text()
     assert "unreadable lines skipped: <b>2</b>" in page
-    assert page.count('class="plot-img"') == 2
+    assert page.count('class="plot-img"') == 3
 
 
 def test_every_known_type_has_a_meaning() -> None:

@@ -1,29 +1,6 @@
-"""The checker's anomalies against naive reference implementations (differential fuzzing).
-
-Each reference below is written straight from the definitions of docs/anomalies.md,
-docs/history-format.md and DESIGN.md sections 2-3, with no indexing cleverness: it
-re-scans the whole history for every question (quadratic is fine). Histories come
-from the independent model of a correct Kafka cluster in test_checker_independent.py
-(``simulate``/``render``), then get random mutations (records dropped, repeated,
-reordered or altered in polls; sends' offsets moved; ok/info/fail swapped; invokes
-dropped; rebalances, crashes and seeks added). For every anomaly type below the
-checker's examples (all of them: ``max_examples`` is huge) must name exactly the
-(key, value/offset, op) the reference finds.
-
-Positions: a dense index is the rank of an offset among the key's non-empty offsets,
-so "later" is just "a larger offset" and "skips records" is "some non-empty offset
-lies strictly between". The references compare offsets and count non-empty offsets
-in between, which is the same thing without computing ranks.
-
-Where the documents leave a choice open, the reference follows the checker's choice
-and says so (``AMBIGUOUS`` comments): a completion pairs with an invoke of another f;
-info assigns take effect, failed ones not; failed and unknown ops' sends and reads are
-judged by the int-* checks; an ok read of unknown place forgets the consumer's
-position; "previous send" is the furthest earlier send; successive records of which
-one has no place are no skip; lost-write with duplicated or conflicting values; values
-sent by several ops. The fuzzing found two departures from the definitions (a record
-of unknown place hid an int-nonmonotonic pair; a rebalance counted only in an ok op
-that read the key), fixed in the checker; each keeps a minimal regression test.
+"""The checker against brute-force reference implementations of each anomaly rule
+(docs/anomalies.md), written here without checker code, on histories of the
+independent model (model.py), correct and randomly mutated, and on edge cases.
 """
 
 from __future__ import annotations
@@ -36,10 +13,14 @@ from typing import Any
 
 import pytest
 from ktrial.checker import CheckOptions
-from ktrial.tests.test_checker_independent import Params, Style, check_ops, render, simulate
+from ktrial.tests.checker.differential.model import Params, Style, check_ops, render, simulate
+from ktrial.tests.histlines import done, inv, numbered
 
 DATA = ("send", "poll", "txn")
+
+
 ALL = CheckOptions(max_examples=10**6)
+
 
 TYPES = (
     "inconsistent-offsets",
@@ -57,9 +38,6 @@ TYPES = (
     "lost-write",
     "torn-transaction",
 )
-
-
-# ================================================================ parsing (history-format.md)
 
 
 @dataclass
@@ -167,9 +145,6 @@ def parse(ops: list[dict[str, Any]]) -> list[ROp]:
     for line, o in pending.values():
         out.append(never(line, o))
     return out
-
-
-# ================================================================ the references
 
 
 class Reference:
@@ -531,9 +506,6 @@ def diff(
     return out
 
 
-# ================================================================ mutations
-
-
 def _chunks(ops: list[dict[str, Any]]) -> list[tuple[int, int, str]]:
     """(line, micro-op, key) of every non-empty poll record list of a completion."""
     return [
@@ -752,9 +724,9 @@ def history(seed: int, n_mut: int) -> tuple[list[dict[str, Any]], list[str], boo
     return ops, muts, all(c.rewinds for c in w.clients)
 
 
-# ================================================================ the fuzzing
-
 BATCHES = 6
+
+
 PER_BATCH = 300
 
 
@@ -789,29 +761,16 @@ def test_correct_histories_have_none_of_these_anomalies() -> None:
     assert strict >= 20, strict  # Jepsen's rule was exercised
 
 
-# ================================================================ edge cases, by hand
-
-
-def J(*ops: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"index": i, "time": i * 1_000_000, **o} for i, o in enumerate(ops)]
-
-
-def inv(p: int, f: str, value: Any, **extra: Any) -> dict[str, Any]:
-    return {"process": p, "type": "invoke", "f": f, "value": value, **extra}
-
-
-def done(p: int, f: str, value: Any, typ: str = "ok", **extra: Any) -> dict[str, Any]:
-    return {"process": p, "type": typ, "f": f, "value": value, **extra}
-
-
 SIX = done(9, "send", [["send", 0, [i, i + 1]] for i in range(6)])
+
+
 EDGE_CASES: dict[str, list[dict[str, Any]]] = {
-    "failed sends out of order do not count inside their op": J(
+    "failed sends out of order do not count inside their op": numbered(
         SIX,
         done(1, "send", [["send", 0, [3, 50]], ["send", 0, [1, 51]]], "fail"),
         done(2, "poll", [["poll", {"0": [[i, i + 1] for i in range(6)]}]]),
     ),
-    "an info assign takes effect": J(
+    "an info assign takes effect": numbered(
         SIX,
         done(0, "assign", [0]),
         done(0, "poll", [["poll", {"0": [[0, 1], [1, 2]]}]]),
@@ -819,29 +778,29 @@ EDGE_CASES: dict[str, list[dict[str, Any]]] = {
         done(0, "assign", [0, 1]),
         done(0, "poll", [["poll", {"0": [[0, 1]]}]]),
     ),
-    "a failed assign does not": J(
+    "a failed assign does not": numbered(
         SIX,
         done(0, "assign", [0]),
         done(0, "poll", [["poll", {"0": [[0, 1], [1, 2]]}]]),
         done(0, "assign", [0], "fail", seek_to_beginning=True),
         done(0, "poll", [["poll", {"0": [[0, 1]]}]]),
     ),
-    "a poll before the send in one txn is a precommitted read": J(
+    "a poll before the send in one txn is a precommitted read": numbered(
         done(0, "txn", [["poll", {"0": [[0, 1]]}], ["send", 0, [0, 1]]]),
     ),
-    "a value sent by a failed op and an info retry is no G1a": J(
+    "a value sent by a failed op and an info retry is no G1a": numbered(
         inv(0, "send", [["send", 0, 1]]),
         done(0, "send", [["send", 0, 1]], "fail"),
         inv(1, "send", [["send", 0, 1]]),
         done(1, "send", [["send", 0, [None, 1]]], "info"),
         done(2, "poll", [["poll", {"0": [[0, 1]]}]]),
     ),
-    "an ok completion omitting a send of its invoke": J(
+    "an ok completion omitting a send of its invoke": numbered(
         inv(0, "send", [["send", 0, 1], ["send", 0, 2]]),
         done(0, "send", [["send", 0, [0, 1]]]),
         done(2, "poll", [["poll", {"0": [[0, 1]]}]]),
     ),
-    "a crash while a poll is in flight forgets the consumer": J(
+    "a crash while a poll is in flight forgets the consumer": numbered(
         SIX,
         done(0, "assign", [0]),
         done(0, "poll", [["poll", {"0": [[0, 1], [1, 2]]}]]),
@@ -850,7 +809,7 @@ EDGE_CASES: dict[str, list[dict[str, Any]]] = {
         done(0, "poll", [["poll", {"0": [[0, 1]]}]]),
     ),
     # (with consumer_rewinds, Jepsen's rule, both later reads skip)
-    "after an indeterminate read the next may start past it, not further": J(
+    "after an indeterminate read the next may start past it, not further": numbered(
         SIX,
         done(0, "assign", [0]),
         done(0, "poll", [["poll", {"0": [[0, 1]]}]]),
@@ -858,17 +817,17 @@ EDGE_CASES: dict[str, list[dict[str, Any]]] = {
         done(0, "poll", [["poll", {"0": [[3, 4]]}]]),
         done(0, "poll", [["poll", {"0": [[5, 6]]}]]),
     ),
-    "an unread value overwritten at its offset by a read one is lost": J(
+    "an unread value overwritten at its offset by a read one is lost": numbered(
         done(0, "send", [["send", 0, [0, 1]]]),
         done(1, "poll", [["poll", {"0": [[0, 2]]}]]),
     ),
-    "a producer's send before its furthest earlier send": J(
+    "a producer's send before its furthest earlier send": numbered(
         done(0, "send", [["send", 0, [5, 1]]]),
         done(0, "send", [["send", 0, [2, 2]]]),
         done(0, "send", [["send", 0, [3, 3]]]),
         done(1, "poll", [["poll", {"0": [[2, 2], [3, 3], [5, 1]]}]]),
     ),
-    "a send of unknown place between two others may fill the gap": J(
+    "a send of unknown place between two others may fill the gap": numbered(
         done(0, "txn", [["send", 0, [-1, 1]], ["send", 0, [-1, 2]], ["send", 0, [-1, 3]]]),
         done(1, "poll", [["poll", {"0": [[0, 1], [1, 9], [2, 3]]}]]),
     ),
@@ -881,14 +840,11 @@ def test_edge_cases_agree(name: str) -> None:
         assert diff(EDGE_CASES[name], rewinds) == {}, rewinds
 
 
-# ======================================== checker bugs found by this fuzzing (fixed)
-
-
 def test_int_nonmonotonic_send_around_an_unknown_offset() -> None:
     """Queen's -1 offsets: a transaction sends 1, 2, 3 to key 0; 2 is never read (it
     is unseen); 3 sits at offset 0, before 1 at offset 1: a later send landed before
     an earlier one."""
-    ops = J(
+    ops = numbered(
         done(0, "txn", [["send", 0, [-1, 1]], ["send", 0, [-1, 2]], ["send", 0, [-1, 3]]]),
         done(1, "poll", [["poll", {"0": [[0, 3], [1, 1]]}]]),
     )
@@ -899,7 +855,7 @@ def test_int_nonmonotonic_send_around_an_unknown_offset() -> None:
 
 def test_int_nonmonotonic_poll_around_an_unknown_offset() -> None:
     """One poll returns offset 1, a record of unknown place, then offset 0."""
-    ops = J(
+    ops = numbered(
         done(0, "send", [["send", 0, [0, 1]], ["send", 0, [1, 2]]]),
         done(1, "poll", [["poll", {"0": [[1, 2], [None, 9], [0, 1]]}]]),
     )
@@ -914,7 +870,7 @@ def test_rebalance_in_a_poll_that_read_nothing_of_the_key(typ: str) -> None:
     and assigned back at the group's committed offset 2) but returns none of its
     records; the next ok read begins at offset 2, as it should after a rebalance.
     Judged strictly (sub_via=assign) the run is invalid."""
-    ops = J(
+    ops = numbered(
         SIX,
         done(0, "subscribe", [0]),
         done(0, "poll", [["poll", {"0": [[0, 1], [1, 2], [2, 3], [3, 4]]}]]),

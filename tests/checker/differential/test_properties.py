@@ -1,13 +1,6 @@
-"""Property tests of the checker against the model of a correct log (testing/gen.py).
-
-1. Every history the model generates is valid, whatever its shape.
-2. One injected fault (testing/mutate.py) yields exactly the matching bad
-   anomaly type (plus the types the fault unavoidably implies, listed and
-   justified in each injector), and the example explanation names the key and
-   value involved.
-3. The legal near-misses the model produces (int-send-skip, offset gaps from
-   markers and aborts, re-reads after failed ops, position jumps with
-   subscribe) are seen but not judged bad.
+"""Property tests: the checker against ktrial's generator of correct histories and its
+fault injectors (ktrial.testing): correct histories are valid, each injected fault is
+reported exactly, and the verdict rules hold whatever the generator's parameters.
 """
 
 from __future__ import annotations
@@ -33,6 +26,7 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
 
 # Shapes of correct histories: small enough that one check takes milliseconds.
 correct_params = st.builds(
@@ -88,14 +82,12 @@ def _why(res: dict[str, Any]) -> str:
 
 @settings(SETTINGS, max_examples=120)
 @given(correct_params, st.booleans(), st.booleans())
-def test_correct_histories_are_valid(p: GenParams, ww_deps: bool, infer: bool) -> None:
+def test_correct_generated_histories_are_valid(p: GenParams, ww_deps: bool, infer: bool) -> None:
     g = generate(p)
     # sub_via inferred from the history (a subscribe op means subscribe) or given.
     opts = CheckOptions(sub_via=None if infer else p.sub_via, ww_deps=ww_deps)
     _assert_valid(check(to_ops(g.ops), opts), g.ops)
 
-
-# ----------------------------------------------------------------------------- faults
 
 # Shapes rich enough that every injector usually finds a place for its fault.
 fault_params = st.builds(
@@ -120,6 +112,7 @@ fault_params = st.builds(
     max_batch=st.integers(3, 6),
     drain_consumers=st.integers(1, 2),
 )
+
 
 # With subscribe, consumers are rebalanced between ops: skips and re-reads across
 # ops are legal (DESIGN.md section 3), so those faults must leave the history valid.
@@ -194,9 +187,6 @@ def test_poll_skip_is_not_bad_with_subscribe() -> None:
         assert sub["valid"] is True and "poll-skip" in sub["error_types"], _why(sub)
         return
     pytest.fail("no generated history offered a poll-skip")
-
-
-# ----------------------------------------------------------------------------- near-misses
 
 
 def _send_offsets(d: dict[str, Any]) -> dict[str, list[int]]:

@@ -1,77 +1,32 @@
-"""Audit of results["metrics"] and results["stats"]: every number computed by hand.
-
-Small hand-written histories with chosen `time` values (milliseconds or seconds,
-written as nanoseconds) are checked against the definitions in checker/metrics.py,
-checker/liveness.py and docs/anomalies.md: realtime lag (Jepsen's definition: a
-poll invoked at t, its consumer having read up to position d of a key, is
-t - (when position d+1 was first known to exist) stale), unseen over time, per-f
-ok/fail/info counts, info causes, latency quantiles, the liveness metrics, the
-torn-transaction check, and `stats`. Also: results stay finite JSON and never crash
-on odd histories (no polls, only nemesis ops, everything failed, equal or huge times).
-
-Problems found are `xfail(strict=True)`: they pass once fixed.
+"""Metrics (checker/metrics.py): counts and latencies per f, info causes, realtime lag,
+unseen over time, throughput and the downsampling of series.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ktrial.checker import CheckOptions, check_file
+from ktrial.tests.checker.common import live, run_timed
+from ktrial.tests.histlines import (
+    MS,
+    Line,
+    S,
+    info,
+    inv,
+    nem,
+    ok,
+    op,
+    pl,
+    run,
+    snd,
+    timed_poll,
+    timed_send,
+)
 
-Line = dict[str, Any]
-MS = 1_000_000
-S = 1_000_000_000
 INT64_MAX = 2**63 - 1
-
-
-# ================================================================ helpers
-
-
-def op(process: Any, typ: str, f: str, value: Any = None, t: float = 0, **extra: Any) -> Line:
-    return {"process": process, "type": typ, "f": f, "value": value, "time": int(t), **extra}
-
-
-def ok(process: Any, f: str, value: Any = None, t: float = 0, **extra: Any) -> Line:
-    return op(process, "ok", f, value, t, **extra)
-
-
-def inv(process: Any, f: str, value: Any = None, t: float = 0, **extra: Any) -> Line:
-    return op(process, "invoke", f, value, t, **extra)
-
-
-def nem(f: str, value: Any = None, t: float = 0) -> Line:
-    return op("nemesis", "info", f, value, t)
-
-
-def snd(k: Any, o: int | None, v: Any) -> list[Any]:
-    return ["send", k, [o, v]]
-
-
-def pl(recs: dict[str, list[list[Any]]]) -> list[Any]:
-    return ["poll", recs]
-
-
-def send(p: int, t_inv: float, t_ok: float, k: Any, o: int | None, v: int) -> list[Line]:
-    return [inv(p, "send", [["send", k, v]], t_inv), ok(p, "send", [snd(k, o, v)], t_ok)]
-
-
-def poll(p: int, t_inv: float, t_ok: float, recs: dict[str, list[list[Any]]]) -> list[Line]:
-    return [inv(p, "poll", [["poll"]], t_inv), ok(p, "poll", [pl(recs)], t_ok)]
-
-
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text("".join(json.dumps({"index": i, **o}) + "\n" for i, o in enumerate(lines)))
-    return path
-
-
-def run(tmp_path: Path, lines: list[Line], **opts: Any) -> dict[str, Any]:
-    res = check_file(write(tmp_path / "history.jsonl", lines), CheckOptions(**opts))
-    json.dumps(res, allow_nan=False)  # results.json must be finite JSON
-    return res
 
 
 def metrics(res: dict[str, Any]) -> dict[str, Any]:
@@ -84,14 +39,6 @@ def lag(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def live(res: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = res["metrics"]["liveness"]
-    return out
-
-
-# ================================================================ realtime lag
-
-
 def test_realtime_lag_of_an_unread_assigned_key_counts_from_its_first_record(
     tmp_path: Path,
 ) -> None:
@@ -101,12 +48,12 @@ def test_realtime_lag_of_an_unread_assigned_key_counts_from_its_first_record(
     h = [
         inv(1, "assign", ["x", "y"], 0),
         ok(1, "assign", ["x", "y"], 0),
-        *send(0, 0, 1 * MS, "x", 0, 1),
-        *send(0, 1 * MS, 2 * MS, "y", 0, 2),
-        *poll(1, 5 * MS, 6 * MS, {"y": [[0, 2]]}),
-        *poll(2, 7 * MS, 8 * MS, {"x": [[0, 1]]}),
+        *timed_send(0, 0, 1 * MS, "x", 0, 1),
+        *timed_send(0, 1 * MS, 2 * MS, "y", 0, 2),
+        *timed_poll(1, 5 * MS, 6 * MS, {"y": [[0, 2]]}),
+        *timed_poll(2, 7 * MS, 8 * MS, {"x": [[0, 1]]}),
     ]
-    rl = lag(run(tmp_path, h))
+    rl = lag(run_timed(tmp_path, h))
     assert rl["worst"] == {"key": "x", "lag_ms": 4.0, "time_s": 0.005, "process": 1}
     assert rl["per_key"] == {"x": 4.0, "y": 0.0}
     assert rl["over_time"] == [[0.005, 4.0], [0.007, 0.0]]
@@ -118,14 +65,14 @@ def test_realtime_lag_with_null_offsets_holes_and_several_consumers(tmp_path: Pa
     # from 1, 3, 4 ms. Consumer 1 (poll invoked at 10 ms) read position 0: 10 - 3 = 7 ms.
     # Consumer 2 (20 ms) read up to position 1: 20 - 4 = 16 ms. Consumer 3 read it all: 0.
     h = [
-        *send(0, 0, 1 * MS, "x", None, 1),
-        *send(0, 1 * MS, 3 * MS, "x", None, 2),
-        *send(0, 3 * MS, 4 * MS, "x", None, 3),
-        *poll(1, 10 * MS, 11 * MS, {"x": [[0, 1]]}),
-        *poll(2, 20 * MS, 21 * MS, {"x": [[0, 1], [2, 2]]}),
-        *poll(3, 30 * MS, 31 * MS, {"x": [[0, 1], [2, 2], [4, 3]]}),
+        *timed_send(0, 0, 1 * MS, "x", None, 1),
+        *timed_send(0, 1 * MS, 3 * MS, "x", None, 2),
+        *timed_send(0, 3 * MS, 4 * MS, "x", None, 3),
+        *timed_poll(1, 10 * MS, 11 * MS, {"x": [[0, 1]]}),
+        *timed_poll(2, 20 * MS, 21 * MS, {"x": [[0, 1], [2, 2]]}),
+        *timed_poll(3, 30 * MS, 31 * MS, {"x": [[0, 1], [2, 2], [4, 3]]}),
     ]
-    res = run(tmp_path, h)
+    res = run_timed(tmp_path, h)
     assert res["valid"] is True
     rl = lag(res)
     assert rl["worst"] == {"key": "x", "lag_ms": 16.0, "time_s": 0.02, "process": 2}
@@ -142,18 +89,18 @@ def test_realtime_lag_only_ok_polls_move_a_consumer_and_seek_restarts_it(tmp_pat
     h = [
         inv(1, "assign", ["x"], 0),
         ok(1, "assign", ["x"], 0),
-        *send(0, 0, 1 * MS, "x", 0, 1),
-        *send(0, 1 * MS, 2 * MS, "x", 1, 2),
-        *send(0, 2 * MS, 3 * MS, "x", 2, 3),
-        *poll(1, 10 * MS, 11 * MS, {"x": [[0, 1]]}),
+        *timed_send(0, 0, 1 * MS, "x", 0, 1),
+        *timed_send(0, 1 * MS, 2 * MS, "x", 1, 2),
+        *timed_send(0, 2 * MS, 3 * MS, "x", 2, 3),
+        *timed_poll(1, 10 * MS, 11 * MS, {"x": [[0, 1]]}),
         inv(1, "poll", [["poll"]], 12 * MS),
         op(1, "info", "poll", [pl({"x": [[1, 2], [2, 3]]})], 13 * MS, error="timeout"),
-        *poll(1, 20 * MS, 21 * MS, {"x": [[0, 1]]}),
+        *timed_poll(1, 20 * MS, 21 * MS, {"x": [[0, 1]]}),
         inv(1, "assign", ["x"], 25 * MS),
         ok(1, "assign", ["x"], 25 * MS, seek_to_beginning=True),
-        *poll(1, 30 * MS, 31 * MS, {"x": [[0, 1], [1, 2], [2, 3]]}),
+        *timed_poll(1, 30 * MS, 31 * MS, {"x": [[0, 1], [1, 2], [2, 3]]}),
     ]
-    rl = lag(run(tmp_path, h))
+    rl = lag(run_timed(tmp_path, h))
     assert rl["worst"] == {"key": "x", "lag_ms": 18.0, "time_s": 0.02, "process": 1}
     assert rl["over_time"] == [[0.01, 8.0], [0.02, 18.0], [0.03, 0.0]]
 
@@ -163,11 +110,11 @@ def test_realtime_lag_of_an_empty_poll_jepsen_docstring_example(tmp_path: Path) 
     # at 2; send x[1]=b at 3; a poll invoked at 4 returns nothing -> lag 4 - 3 = 1 ms.
     h = [
         ok(0, "send", [snd("x", 0, 1)], 1 * MS),
-        *poll(1, 2 * MS, 2 * MS, {"x": [[0, 1]]}),
+        *timed_poll(1, 2 * MS, 2 * MS, {"x": [[0, 1]]}),
         ok(0, "send", [snd("x", 1, 2)], 3 * MS),
-        *poll(1, 4 * MS, 5 * MS, {"x": []}),
+        *timed_poll(1, 4 * MS, 5 * MS, {"x": []}),
     ]
-    rl = lag(run(tmp_path, h))
+    rl = lag(run_timed(tmp_path, h))
     # time_s counts from the history's first op (1 ms here), as every ktrial series does
     assert rl["worst"] == {"key": "x", "lag_ms": 1.0, "time_s": 0.003, "process": 1}
     assert rl["per_key"] == {"x": 1.0}
@@ -179,12 +126,12 @@ def test_realtime_lag_of_a_starving_consumer_whose_polls_are_all_empty(tmp_path:
     h = [
         inv(1, "assign", ["x"], 0),
         ok(1, "assign", ["x"], 0),
-        *send(0, 0, 1 * S, "x", 0, 1),
-        *poll(1, 10 * S, 11 * S, {}),
-        *poll(1, 20 * S, 21 * S, {}),
-        *poll(2, 30 * S, 31 * S, {"x": [[0, 1]]}),
+        *timed_send(0, 0, 1 * S, "x", 0, 1),
+        *timed_poll(1, 10 * S, 11 * S, {}),
+        *timed_poll(1, 20 * S, 21 * S, {}),
+        *timed_poll(2, 30 * S, 31 * S, {"x": [[0, 1]]}),
     ]
-    rl = lag(run(tmp_path, h))
+    rl = lag(run_timed(tmp_path, h))
     assert rl["worst"] == {"key": "x", "lag_ms": 19000.0, "time_s": 20.0, "process": 1}
     assert rl["over_time"] == [[10.0, 9000.0], [20.0, 19000.0], [30.0, 0.0]]
     assert rl["per_consumer"] == {"1": 19000.0, "2": 0.0}  # the stalest first
@@ -196,20 +143,17 @@ def test_realtime_lag_subscribe_forgets_positions(tmp_path: Path) -> None:
     # keys come back only as they are read. Consumer 1 read x[0] (lag 10 - 2 = 8 ms),
     # subscribes, then reads y only: x is no longer counted, y is up to date -> 0.
     h = [
-        *send(0, 0, 1 * MS, "x", 0, 1),
-        *send(0, 1 * MS, 2 * MS, "x", 1, 2),
-        *send(0, 2 * MS, 3 * MS, "y", 0, 3),
-        *poll(1, 10 * MS, 11 * MS, {"x": [[0, 1]]}),
+        *timed_send(0, 0, 1 * MS, "x", 0, 1),
+        *timed_send(0, 1 * MS, 2 * MS, "x", 1, 2),
+        *timed_send(0, 2 * MS, 3 * MS, "y", 0, 3),
+        *timed_poll(1, 10 * MS, 11 * MS, {"x": [[0, 1]]}),
         inv(1, "subscribe", ["x", "y"], 12 * MS),
         ok(1, "subscribe", ["x", "y"], 12 * MS),
-        *poll(1, 20 * MS, 21 * MS, {"y": [[0, 3]]}),
+        *timed_poll(1, 20 * MS, 21 * MS, {"y": [[0, 3]]}),
     ]
-    rl = lag(run(tmp_path, h))
+    rl = lag(run_timed(tmp_path, h))
     assert rl["over_time"] == [[0.01, 8.0], [0.02, 0.0]]
     assert rl["per_key"] == {"x": 8.0, "y": 0.0}
-
-
-# ================================================================ unseen over time
 
 
 def test_unseen_over_time_counts_after_each_ok_data_op(tmp_path: Path) -> None:
@@ -219,27 +163,24 @@ def test_unseen_over_time_counts_after_each_ok_data_op(tmp_path: Path) -> None:
     # send is acknowledged (6 ms) -> 1; ok send 4 (7 ms) -> still 1; empty ok poll (8 ms)
     # adds no point. Final: 1 (value 3).
     h = [
-        *send(0, 0, 1 * MS, "x", 0, 1),
+        *timed_send(0, 0, 1 * MS, "x", 0, 1),
         inv(1, "send", [["send", "x", 2]], 0),
         op(1, "info", "send", [snd("x", None, 2)], 2 * MS, error="timeout"),
         inv(2, "poll", [["poll"]], 2 * MS),
         op(2, "fail", "poll", [pl({"x": [[0, 1]]})], 3 * MS),
-        *send(0, 3 * MS, 4 * MS, "x", 2, 3),
-        *poll(3, 4 * MS, 5 * MS, {"x": [[0, 1], [1, 2]]}),
+        *timed_send(0, 3 * MS, 4 * MS, "x", 2, 3),
+        *timed_poll(3, 4 * MS, 5 * MS, {"x": [[0, 1], [1, 2]]}),
         inv(0, "send", [["send", "x", 4]], 5 * MS),
-        *poll(4, 5 * MS, 6 * MS, {"x": [[3, 4]]}),
+        *timed_poll(4, 5 * MS, 6 * MS, {"x": [[3, 4]]}),
         ok(0, "send", [snd("x", 3, 4)], 7 * MS),
-        *poll(5, 7 * MS, 8 * MS, {}),
+        *timed_poll(5, 7 * MS, 8 * MS, {}),
     ]
-    res = run(tmp_path, h)
+    res = run_timed(tmp_path, h)
     u = metrics(res)["unseen"]
     assert u["final"] == 1
     assert u["over_time"] == [[0.001, 1.0], [0.004, 2.0], [0.005, 1.0], [0.006, 1.0], [0.007, 1.0]]
     assert res["anomalies"]["unseen"]["count"] == 1
     assert res["anomalies"]["unseen"]["examples"][0]["values"] == [3]
-
-
-# ================================================================ counts, causes, latency
 
 
 def test_counts_per_f_and_info_causes(tmp_path: Path) -> None:
@@ -262,7 +203,7 @@ def test_counts_per_f_and_info_causes(tmp_path: Path) -> None:
         ok(7, "poll", [pl({"x": [[0, 4]]})], 2 * MS),
         nem("stop-partition", None, 20 * MS),
     ]
-    res = run(tmp_path, h)
+    res = run_timed(tmp_path, h)
     m = metrics(res)
     assert m["counts"] == {
         "send": {"ok": 0, "fail": 0, "info": 4},
@@ -295,9 +236,9 @@ def test_latency_quantiles_jepsen_floor_index(tmp_path: Path) -> None:
     # (jepsen.checker.perf's index): p50 = xs[5] = 6, p90 = xs[9] = 10, p99 = 10.
     h: list[Line] = []
     for i in range(10):
-        h += send(0, 100 * i * MS, (100 * i + i + 1) * MS, "x", i, i)
-    h += poll(1, 2 * S, 2 * S + MS, {"x": [[i, i] for i in range(10)]})
-    res = run(tmp_path, h)
+        h += timed_send(0, 100 * i * MS, (100 * i + i + 1) * MS, "x", i, i)
+    h += timed_poll(1, 2 * S, 2 * S + MS, {"x": [[i, i] for i in range(10)]})
+    res = run_timed(tmp_path, h)
     assert metrics(res)["latency_ms"]["send"]["ok"] == {
         "count": 10, "p50": 6.0, "p90": 10.0, "p99": 10.0, "max": 10.0}  # fmt: skip
     c = live(res)["commit_latency_ms"]
@@ -307,145 +248,6 @@ def test_latency_quantiles_jepsen_floor_index(tmp_path: Path) -> None:
     assert live(res)["e2e_latency_ms"] == {
         "n": 10, "p50": float(e2e[5]), "p90": float(e2e[9]), "p99": float(e2e[9]),
         "max": float(e2e[9]), "unread": 0, "read_before_ack": 0}  # fmt: skip
-
-
-# ================================================================ liveness, by hand
-
-
-def test_recovery_clock_starts_at_the_heal_when_attempts_were_in_flight(tmp_path: Path) -> None:
-    # Heal at 10 s with a send in flight (invoked 9 s, ok at 15 s: invoked before the
-    # heal, so not a recovery). The first send invoked after the heal is ok at 16.5 s:
-    # send_s = 16.5 - 10 = 6.5. Its value is first read at 20 s; the first poll after
-    # the heal began at 12 s (none in flight at 10 s): read_s = 20 - max(10, 12) = 8.
-    h = [
-        inv(0, "send", [["send", "x", 1]], 9 * S),
-        nem("stop-partition", None, 10 * S),
-        *poll(1, 12 * S, 13 * S, {}),
-        ok(0, "send", [snd("x", 0, 1)], 15 * S),
-        *send(0, 16 * S, 16.5 * S, "x", 1, 2),
-        *poll(1, 19 * S, 20 * S, {"x": [[0, 1], [1, 2]]}),
-    ]
-    res = run(tmp_path, h)
-    rec = live(res)["recovery"]
-    assert rec["heals"] == 1 and rec["max_send_s"] == 6.5 and rec["max_read_s"] == 8.0
-    assert rec["events"][0] == {
-        "f": "stop-partition", "index": 1, "time_s": 1.0, "value": None,
-        "send_s": 6.5, "read_s": 8.0}  # fmt: skip
-    # acks at 15 and 16.5 s, both first read at 20 s: 5000 and 3500 ms
-    e2e = live(res)["e2e_latency_ms"]
-    assert (e2e["n"], e2e["p50"], e2e["max"]) == (2, 5000.0, 5000.0)
-    assert live(res)["stuck_partitions"]["max_unread_s"] == 5.0
-
-
-def test_starvation_window_boundary_by_hand(tmp_path: Path) -> None:
-    # Window 0 (0-10 s) offers 20 values; the allowance is set to 1 s, so a value counts
-    # if read by 11 s. 18 are read at 9.5 s, one at exactly 11 s (in time), one at
-    # 11 s + 1 ns (late): 19/20 = 0.95 < 0.97. The last ack is at 25 s >= 11 s, so the
-    # window is judged; window 2 (20-30 s) offers 1 value: not judged.
-    h: list[Line] = []
-    for i in range(20):
-        h += send(0, i * 0.4 * S, (i * 0.4 + 0.1) * S, "x", i, i)
-    h += poll(1, 9.4 * S, 9.5 * S, {"x": [[i, i] for i in range(18)]})
-    h += poll(1, 10.9 * S, 11 * S, {"x": [[18, 18]]})
-    h += poll(1, 10.95 * S, 11 * S + 1, {"x": [[19, 19]]})
-    h += send(0, 24.9 * S, 25 * S, "x", 20, 20)
-    h += poll(1, 25.1 * S, 25.2 * S, {"x": [[20, 20]]})
-    res = run(tmp_path, h, starvation_lag_s=1.0)
-    st = live(res)["starvation"]
-    assert (st["windows_judged"], st["min_ratio"], st["lag_allowance_s"]) == (1, 0.95, 1.0)
-    (v,) = [v for v in live(res)["violations"] if v["type"] == "starvation"]
-    assert (v["from_s"], v["to_s"], v["offered"], v["consumed"], v["ratio"]) == (
-        0.0, 10.0, 20, 19, 0.95)  # fmt: skip
-    assert "19 (95.0%)" in v["explanation"] and "of 20 values" in v["explanation"]
-    assert res["valid"] is True  # liveness is not bad by default
-    res = run(tmp_path, h, starvation_lag_s=1.0, liveness_bad=True)
-    assert res["valid"] is False and "starvation" in res["bad_error_types"]
-
-
-def test_stuck_partition_until_the_end_of_the_history(tmp_path: Path) -> None:
-    # y's value 7 (offset 3) is acknowledged at 2 s and never read; the history ends at
-    # 50 s with a nemesis op: stuck for 48 s > 30 s. x's value waited 1 s.
-    h = [
-        *send(0, 0, 1 * S, "x", 0, 1),
-        *send(0, 1 * S, 2 * S, "y", 3, 7),
-        *poll(1, 1.5 * S, 2 * S, {"x": [[0, 1]]}),
-        nem("stop-partition", None, 50 * S),
-    ]
-    res = run(tmp_path, h)
-    sp = live(res)["stuck_partitions"]
-    assert sp["max_unread_s"] == 48.0 and sp["stuck_keys"] == 1
-    (k,) = sp["keys"]
-    assert k["key"] == "y" and k["value"] == 7 and k["offset"] == 3
-    assert (k["acked_s"], k["read_s"], k["stuck_s"]) == (2.0, None, 48.0)
-    assert "offset 3" in k["explanation"] and "never read" in k["explanation"]
-
-
-def test_memory_growth_trend_by_hand(tmp_path: Path) -> None:
-    mib = 1024 * 1024
-    h = [
-        nem("node-stats", {"n1": {"rss_bytes": 100 * mib, "pid": 1}}, 0),
-        nem("node-stats", {"n1": {"rss_bytes": 200 * mib, "pid": 1}}, 60 * S),
-        nem("node-stats", {"n1": {"rss_bytes": 300 * mib, "pid": 1}}, 120 * S),
-        *send(0, 121 * S, 121 * S, "x", 0, 1),
-        *poll(1, 121 * S, 121 * S, {"x": [[0, 1]]}),
-    ]
-    res = run(tmp_path, h)
-    n1 = live(res)["memory"]["nodes"]["n1"]
-    assert n1 == {
-        "samples": 3, "processes": 1, "first_bytes": 100 * mib, "last_bytes": 300 * mib,
-        "max_bytes": 300 * mib, "growth_bytes": 200 * mib, "bytes_per_min": 100.0 * mib,
-        "flagged": True}  # fmt: skip
-    (v,) = live(res)["violations"]
-    assert v["type"] == "memory-growth" and "100 MiB to 300 MiB" in v["explanation"]
-
-
-# ================================================================ torn-transaction
-
-
-def test_torn_info_transaction_that_must_have_committed(tmp_path: Path) -> None:
-    # An info txn wrote x=1 and y=2 (both offset 0); x=1 was read by an ok op, so it
-    # committed; y=3 at offset 1 was read but y=2 never was: lost-write and torn.
-    h = [
-        inv(0, "txn", [["send", "x", 1], ["send", "y", 2]], 0),
-        op(0, "info", "txn", [snd("x", 0, 1), snd("y", 0, 2)], S, error="commit timeout"),
-        ok(1, "send", [snd("y", 1, 3)], 2 * S),
-        ok(2, "poll", [pl({"x": [[0, 1]], "y": [[1, 3]]})], 3 * S),
-    ]
-    res = run(tmp_path, h)
-    assert {"lost-write", "torn-transaction"} <= set(res["bad_error_types"])
-    (ex,) = res["anomalies"]["torn-transaction"]["examples"]
-    assert ex["keys_visible"] == ["x"] and ex["keys_lost"] == ["y"]
-    assert ex["visible"] == [["x", 1]] and ex["lost"] == [["y", 2]]
-
-
-def test_a_transaction_read_on_one_key_and_unread_at_the_tail_of_another_is_not_torn(
-    tmp_path: Path,
-) -> None:
-    # y=2 is unseen (nothing later on y was read): not a lost-write, so not torn.
-    h = [
-        inv(0, "txn", [["send", "x", 1], ["send", "y", 2]], 0),
-        ok(0, "txn", [snd("x", 0, 1), snd("y", 0, 2)], S),
-        ok(2, "poll", [pl({"x": [[0, 1]]})], 3 * S),
-    ]
-    res = run(tmp_path, h)
-    assert set(res["error_types"]) == {"unseen"}
-
-
-def test_torn_transaction_explanation_names_offsets_and_readers(tmp_path: Path) -> None:
-    h = [
-        inv(0, "txn", [["send", "x", 1], ["send", "y", 2]], 0),
-        ok(0, "txn", [snd("x", 5, 1), snd("y", 7, 2)], S),
-        ok(1, "send", [snd("y", 8, 3)], 2 * S),
-        ok(2, "poll", [pl({"x": [[5, 1]], "y": [[8, 3]]})], 3 * S),
-    ]
-    res = run(tmp_path, h)
-    (ex,) = res["anomalies"]["torn-transaction"]["examples"]
-    text = ex["explanation"]
-    # the lost value's offset (7), the later record read past it (8), the reader (op 3)
-    assert "offset 7" in text and "offset 8" in text and "op 3" in text
-
-
-# ================================================================ odd histories
 
 
 def _odd_histories() -> dict[str, list[Line]]:
@@ -462,29 +264,29 @@ def _odd_histories() -> dict[str, list[Line]]:
         "one-ok-send": [ok(0, "send", [snd("x", 0, 1)], 0)],
         "only-invokes": [inv(0, "send", [["send", "x", 1]], 0), inv(1, "poll", [["poll"]], 1)],
         "equal-times": [
-            *send(0, 7, 7, "x", 0, 1),
-            *poll(1, 7, 7, {"x": [[0, 1]]}),
+            *timed_send(0, 7, 7, "x", 0, 1),
+            *timed_poll(1, 7, 7, {"x": [[0, 1]]}),
             nem("stop-partition", None, 7),
             nem("node-stats", {"n1": {"rss_bytes": 5, "pid": 1}}, 7),
             nem("node-stats", {"n1": {"rss_bytes": 5, "pid": 1}}, 7),
             nem("node-stats", {"n1": {"rss_bytes": 5, "pid": 1}}, 7),
         ],
         "epoch-ns": [
-            *send(0, epoch, epoch + 5 * MS, "x", 0, 1),
-            *poll(1, epoch + 6 * MS, epoch + 8 * MS, {"x": [[0, 1]]}),
+            *timed_send(0, epoch, epoch + 5 * MS, "x", 0, 1),
+            *timed_poll(1, epoch + 6 * MS, epoch + 8 * MS, {"x": [[0, 1]]}),
             nem("stop-partition", None, epoch + 7 * MS),
         ],
         "huge-span": [
-            *send(0, 0, 1, "x", 0, 1),
+            *timed_send(0, 0, 1, "x", 0, 1),
             nem("stop-partition", None, 2),
-            *poll(1, INT64_MAX - 4, INT64_MAX, {"x": [[0, 1]]}),
+            *timed_poll(1, INT64_MAX - 4, INT64_MAX, {"x": [[0, 1]]}),
         ],
     }
 
 
 @pytest.mark.parametrize("name", list(_odd_histories()))
 def test_odd_histories_give_finite_json_metrics(tmp_path: Path, name: str) -> None:
-    res = run(tmp_path, _odd_histories()[name])
+    res = run_timed(tmp_path, _odd_histories()[name])
     m = metrics(res)
     for key in ("counts", "info_causes", "latency_ms", "realtime_lag", "unseen", "liveness"):
         assert key in m
@@ -511,13 +313,13 @@ def test_odd_histories_give_finite_json_metrics(tmp_path: Path, name: str) -> No
 
 def test_times_near_int64_max_do_not_crash(tmp_path: Path) -> None:
     top = INT64_MAX
-    h = [*send(0, top - 10, top - 5, "x", 0, 1), *poll(1, top - 4, top, {"x": [[0, 1]]})]
-    res = run(tmp_path, h)
+    h = [
+        *timed_send(0, top - 10, top - 5, "x", 0, 1),
+        *timed_poll(1, top - 4, top, {"x": [[0, 1]]}),
+    ]
+    res = run_timed(tmp_path, h)
     assert res["valid"] is True
     assert live(res)["e2e_latency_ms"]["max"] == 0.0  # 5 ns
-
-
-# ================================================================ over_time series
 
 
 @pytest.mark.parametrize("series", ["unseen", "realtime_lag"])
@@ -534,24 +336,21 @@ def test_over_time_series_keep_their_last_point_and_peak(tmp_path: Path, series:
         h += [ok(0, "send", [snd("x", 0, 0), snd("x", 1, 1)], 1 * MS)]
         h += [ok(1, "assign", ["x"], 2 * MS)]
         for i in range(n):
-            h += poll(1, (10 + i) * MS, (10 + i) * MS, {"x": [[0, 0]]})
+            h += timed_poll(1, (10 + i) * MS, (10 + i) * MS, {"x": [[0, 0]]})
         final = 9.0 + (n - 1)
-    res = run(tmp_path, h)
+    res = run_timed(tmp_path, h)
     pts = metrics(res)[series]["over_time"]
     assert len(pts) <= 2000
     assert max(y for _x, y in pts) == final
     assert pts[-1][1] == final
 
 
-# ================================================================ missing or merged metrics
-
-
 def test_results_metrics_include_throughput(tmp_path: Path) -> None:
     h: list[Line] = []
     for i in range(20):  # 20 ok sends and 20 ok polls over 10 s
-        h += send(0, i * 0.5 * S, (i * 0.5 + 0.1) * S, "x", i, i)
-        h += poll(1, (i * 0.5 + 0.2) * S, (i * 0.5 + 0.3) * S, {"x": [[i, i]]})
-    res = run(tmp_path, h)
+        h += timed_send(0, i * 0.5 * S, (i * 0.5 + 0.1) * S, "x", i, i)
+        h += timed_poll(1, (i * 0.5 + 0.2) * S, (i * 0.5 + 0.3) * S, {"x": [[i, i]]})
+    res = run_timed(tmp_path, h)
     assert "throughput" in metrics(res)
 
 
@@ -565,7 +364,7 @@ def test_info_causes_keep_different_error_objects_apart(tmp_path: Path) -> None:
     for i, e in enumerate(errs):
         h += [inv(i, "send", [["send", "x", i]], 0)]
         h += [op(i, "info", "send", [snd("x", None, i)], MS, error=e)]
-    causes = metrics(run(tmp_path, h))["info_causes"]
+    causes = metrics(run_timed(tmp_path, h))["info_causes"]
     assert len(causes) == 2 and sum(causes.values()) == 2
     assert "exception" not in causes
 
@@ -582,16 +381,13 @@ def test_info_causes_group_equal_causes_across_string_and_object_forms(tmp_path:
     for i, e in enumerate(errs):
         h += [inv(i, "send", [["send", "x", i]], 0)]
         h += [op(i, "info", "send", [snd("x", None, i)], MS, error=e)]
-    causes = metrics(run(tmp_path, h))["info_causes"]
+    causes = metrics(run_timed(tmp_path, h))["info_causes"]
     assert causes == {
         "timeout": 2,
         "Broker: Not leader for partition": 1,
         "consumer-commit": 1,
         "x" * 80: 1,
     }
-
-
-# ================================================================ generated histories
 
 
 def _reference(lines: list[Line]) -> tuple[dict[str, dict[str, int]], dict[str, list[float]], int]:
@@ -646,7 +442,7 @@ def test_counts_latency_unseen_match_a_naive_reference(
     from ktrial.testing.gen import GenParams, generate
 
     g = generate(GenParams(ops=150, **params))
-    res = run(tmp_path, g.ops)
+    res = run_timed(tmp_path, g.ops)
     counts, lat, unseen = _reference(g.ops)
     m = metrics(res)
     assert m["counts"] == counts
@@ -660,3 +456,82 @@ def test_counts_latency_unseen_match_a_naive_reference(
     assert res["stats"]["client_ops"] == sum(sum(c.values()) for c in counts.values())
     assert res["stats"]["ops"] == len(g.ops)
     assert res["stats"]["nemesis_ops"] == sum(d["process"] == "nemesis" for d in g.ops)
+
+
+def test_realtime_lag_forgets_positions_at_a_crash(tmp_path: Path) -> None:
+    """Mutant: realtime_lag skips non-ok ops before its crash branch, so a crash forgets
+    no position.
+
+    docs/anomalies.md, realtime_lag: '`subscribe` and `crash` forget them'. The crash
+    op is `info` (DESIGN.md 2): realtime_lag once skipped every non-ok op before its
+    `r.f == "crash"` branch, so after the crash the process's empty polls were still
+    charged with key 1 (worst 5 ms)."""
+    lines = [
+        ok(0, "send", [snd(1, 0, 10)]),
+        ok(0, "send", [snd(1, 1, 11)]),
+        ok(1, "assign", [1]),
+        ok(1, "poll", [pl({"1": [[0, 10]]})]),
+        info(1, "crash", None),
+        ok(1, "poll", [pl({})]),
+        ok(1, "poll", [pl({})]),
+    ]
+    lag = run(tmp_path, lines)["metrics"]["realtime_lag"]
+    # the poll at index 3 (invoked at 3 ms) had read offset 0; offset 1 existed since 1 ms
+    assert lag["worst"]["lag_ms"] == 2.0
+    assert lag["per_consumer"] == {"1": 2.0}
+
+
+def test_info_cause_prefers_type_then_cause_and_cuts_at_80() -> None:
+    """docs/anomalies.md: the error object's `type`, `cause`, `name`, ... field, cut to 80
+    characters. Kills metrics.py:info_cause skipping `cause`, and not cutting."""
+    from ktrial.checker.metrics import info_cause
+
+    assert info_cause({"name": "n", "cause": "c"}) == "c"
+    assert info_cause({"cause": "c", "type": "t"}) == "t"
+    assert info_cause({"cause": "z" * 100}) == "z" * 80
+    assert info_cause("e" * 100) == "e" * 80
+
+
+def test_downsample_keeps_the_peak_of_each_run() -> None:
+    """Kills metrics.py:downsample keeping each run's first point instead of its peak,
+    or dropping the last run."""
+    from ktrial.checker.metrics import downsample
+
+    pts: list[tuple[float, float]] = [(0, 1), (1, 5), (2, 2), (3, 0), (4, 1), (5, 7)]
+    assert downsample(pts, 3) == [[1, 5], [2, 2], [5, 7]]
+    assert downsample(pts, 6) == [[x, y] for x, y in pts]
+    many = [(float(i), float(i % 10)) for i in range(5000)]
+    out = downsample(many)
+    assert len(out) == 2000
+    assert max(y for _x, y in out) == 9.0
+    assert out[-1][0] >= 4997.0  # the last run is kept
+
+
+def test_downsample_always_keeps_the_last_point() -> None:
+    """Mutant: downsample ends a series at its last run's peak, not at its last point.
+
+    docs/anomalies.md, Metrics: over_time series are cut to at most 2,000 points 'by
+    keeping the highest value of each run of points (...; the last point is always
+    kept)'. An unseen count that peaks and then drains to 0 must still end at 0 on the
+    plot."""
+    from ktrial.checker.metrics import downsample
+
+    pts = [(float(i), 100.0) for i in range(2500)] + [(2500.0, 0.0)]
+    out = downsample(pts)
+    assert len(out) <= 2000
+    assert out[-1] == [2500.0, 0.0]
+
+
+def test_throughput_of_a_sub_second_run_is_per_second(tmp_path: Path) -> None:
+    """docs/anomalies.md: ok data ops per second over the run (earliest to latest
+    `time`). Three ok ops over 2 ms are 1,500 ops/s.
+
+    Kills metrics.py:throughput flooring the span at 1 s."""
+    lines = [
+        ok(0, "send", [snd(1, 0, 10)]),
+        ok(0, "send", [snd(1, 1, 11)]),
+        ok(1, "poll", [pl({"1": [[0, 10], [1, 11]]})]),
+    ]
+    tp = run(tmp_path, lines)["metrics"]["throughput"]
+    assert tp["ok_data_per_s"] == 1500.0
+    assert tp["ok_per_s_by_f"] == {"poll": 500.0, "send": 1000.0}

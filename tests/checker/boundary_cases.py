@@ -1,55 +1,569 @@
-"""Audit of the checker on transactions, aborts and indeterminate outcomes, as a real
-Kafka cluster (read_committed consumers, transactional producers) produces them.
+"""The boundary tables: for every anomaly type, the smallest history that shows it and
+its legal near-misses, each with the exact error types and bad types expected.
 
-Part 1 hand-writes small histories (commit markers and aborted records leaving offset
-holes, fail/info transactions, zombies, Queen's null offsets, retries, the LSO) and
-asserts the exact set of anomaly types, which are bad, the verdict, and what the
-explanations name. Part 2 is a small model of read_committed Kafka of our own
-(independent of testing/gen.py): its histories must check clean, and faults injected
-into it (a consumer returning an aborted record, a committed record that vanishes)
-must be found.
-
-Problems found are `xfail(strict=True)`: they pass once fixed.
+CASES are plain sends and polls; TXN_CASES transactional shapes (aborts, zombies,
+info commits, LSO, Queen's null offsets). test_check.py runs both tables; the
+explanation tests pick histories out of them by id.
 """
 
 from __future__ import annotations
 
-import random
-from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from ktrial.checker import CheckOptions, check_file
-from ktrial.tests.histlines import examples, fail, info, inv, ok, pl, run, types, write
+from ktrial.tests.histlines import POLL, Line, fail, info, inv, isnd, ok, pl, snd
 
-Line = dict[str, Any]
-
-# ================================================================ helpers
+# Five records of key 1 at offsets 0..4, acknowledged to one producer.
+W5 = ok(9, "send", [snd(1, i, 10 + i) for i in range(5)])
 
 
-def snd(k: Any, o: int | None, v: Any) -> list[Any]:
-    """A completed send micro-op."""
-    return ["send", k, [o, v]]
+DRAIN = ok(8, "poll", [pl({"1": [[i, 10 + i] for i in range(5)]})])
 
-
-def isnd(k: Any, v: Any) -> list[Any]:
-    """An invoked send micro-op."""
-    return ["send", k, v]
-
-
-POLL = [["poll"]]
-
-
-def text(res: dict[str, Any], name: str) -> str:
-    return " | ".join(ex.get("explanation", "") for ex in examples(res, name))
-
-
-# ======================================================= part 1: hand-written histories
 
 # (id, history, options, expected error types, expected bad types)
 CASES: list[tuple[str, list[Line], dict[str, Any], set[str], set[str]]] = [
+    # --- inconsistent-offsets / duplicate
+    (
+        "inconsistent-offsets: two polls disagree about offset 0",
+        [ok(1, "poll", [pl({"1": [[0, 10]]})]), ok(2, "poll", [pl({"1": [[0, 11]]})])],
+        {},
+        {"inconsistent-offsets"},
+        {"inconsistent-offsets"},
+    ),
+    (
+        "near-miss: a failed send's offset is not log truth",
+        [
+            fail(0, "send", [snd(1, 0, 10)]),
+            ok(0, "send", [snd(1, 0, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: an unread info send's offset is not log truth",
+        [
+            info(0, "send", [snd(1, 0, 10)]),
+            ok(2, "send", [snd(1, 0, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "duplicate: one value at two offsets",
+        [
+            ok(0, "send", [snd(1, 0, 10)]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            ok(2, "poll", [pl({"1": [[1, 10]]})]),
+        ],
+        {},
+        {"duplicate"},
+        {"duplicate"},
+    ),
+    # --- lost-write / unseen
+    (
+        "lost-write: ok op read past an acknowledged value",
+        [
+            ok(0, "send", [snd(1, 0, 10)]),
+            ok(0, "send", [snd(1, 1, 11)]),
+            ok(1, "poll", [pl({"1": [[1, 11]]})]),
+        ],
+        {},
+        {"lost-write", "unseen"},
+        {"lost-write", "unseen"},
+    ),
+    (
+        "near-miss: a gap across aborted records is not a loss",
+        [
+            fail(0, "txn", [snd(1, 0, 10)]),
+            ok(2, "send", [snd(1, 2, 11)]),
+            ok(1, "poll", [pl({"1": [[2, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: an info send nobody read may never have happened",
+        [
+            info(0, "send", [snd(1, 0, 10)]),
+            ok(2, "send", [snd(1, 1, 11)]),
+            ok(1, "poll", [pl({"1": [[1, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "lost-write: an info txn committed (one value read), its other value lost",
+        [
+            info(0, "txn", [snd(1, 0, 10), snd(2, 0, 20)]),
+            ok(2, "send", [snd(1, 1, 11)]),
+            ok(1, "poll", [pl({"1": [[1, 11]], "2": [[0, 20]]})]),
+        ],
+        {},
+        {"lost-write", "torn-transaction"},
+        {"lost-write", "torn-transaction"},
+    ),
+    (
+        "lost-write by real time: null offsets (Queen's -1)",
+        [
+            inv(0, "txn", [["send", 1, 10]]),
+            ok(0, "txn", [snd(1, -1, 10)]),
+            inv(2, "send", [["send", 1, 11]]),
+            ok(2, "send", [snd(1, None, 11)]),
+            ok(1, "poll", [pl({"1": [[5, 11]]})]),
+        ],
+        {},
+        {"lost-write", "unseen"},
+        {"lost-write", "unseen"},
+    ),
+    (
+        "near-miss: null offsets, writers concurrent: order unknown, only unseen",
+        [
+            inv(0, "txn", [["send", 1, 10]]),
+            inv(2, "send", [["send", 1, 11]]),
+            ok(0, "txn", [snd(1, -1, 10)]),
+            ok(2, "send", [snd(1, None, 11)]),
+            ok(1, "poll", [pl({"1": [[5, 11]]})]),
+        ],
+        {},
+        {"unseen"},
+        {"unseen"},
+    ),
+    (
+        "unseen only: nothing read past it",
+        [
+            ok(0, "send", [snd(1, 0, 10)]),
+            ok(0, "send", [snd(1, 1, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+        ],
+        {},
+        {"unseen"},
+        {"unseen"},
+    ),
+    # --- torn-transaction
+    (
+        "near-miss: a plain send op is not atomic, so it cannot be torn",
+        [
+            ok(0, "send", [snd(1, 0, 10), snd(2, 0, 20)]),
+            ok(2, "send", [snd(1, 1, 11)]),
+            ok(1, "poll", [pl({"1": [[1, 11]], "2": [[0, 20]]})]),
+        ],
+        {},
+        {"lost-write", "unseen"},
+        {"lost-write", "unseen"},
+    ),
+    # --- G1a
+    (
+        "G1a: ok poll read a value only a failed txn wrote",
+        [fail(0, "txn", [snd(1, 0, 10)]), ok(1, "poll", [pl({"1": [[0, 10]]})])],
+        {},
+        {"G1a"},
+        {"G1a"},
+    ),
+    (
+        "G1a: failed completion without value; the invoke says what it sent",
+        [
+            inv(0, "txn", [["send", 1, 10]]),
+            fail(0, "txn", None),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+        ],
+        {},
+        {"G1a"},
+        {"G1a"},
+    ),
+    (
+        "near-miss: an info txn's value read by an ok op: it committed",
+        [info(0, "txn", [snd(1, 0, 10)]), ok(1, "poll", [pl({"1": [[0, 10]]})])],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: aborted value seen only by a failed poll",
+        [
+            fail(0, "txn", [snd(1, 0, 10)]),
+            fail(1, "txn", [pl({"1": [[0, 10]]})]),
+            ok(2, "send", [snd(1, 1, 11)]),
+            ok(1, "poll", [pl({"1": [[1, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    # --- precommitted-read
+    (
+        "precommitted-read: a txn's poll returns its own send",
+        [
+            ok(0, "txn", [snd(1, 0, 10), pl({"1": [[0, 10]]})]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+        ],
+        {},
+        {"precommitted-read"},
+        {"precommitted-read"},
+    ),
+    (
+        "precommitted-read: info completion lost the send; the invoke had it",
+        [
+            inv(0, "txn", [["send", 1, 10], ["poll"]]),
+            info(0, "txn", [["poll", {"1": [[0, 10]]}]]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+        ],
+        {},
+        {"precommitted-read"},
+        {"precommitted-read"},
+    ),
+    (
+        "near-miss: a txn reads an earlier value of the key it sends to",
+        [
+            ok(2, "send", [snd(1, 0, 9)]),
+            ok(0, "txn", [pl({"1": [[0, 9]]}), snd(1, 1, 10)]),
+            ok(1, "poll", [pl({"1": [[0, 9], [1, 10]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    # --- consumer order
+    (
+        "poll-skip with assign",
+        [
+            W5,
+            ok(1, "assign", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            ok(1, "poll", [pl({"1": [[2, 12]]})]),
+            DRAIN,
+        ],
+        {},
+        {"poll-skip"},
+        {"poll-skip"},
+    ),
+    (
+        "poll-skip with --sub-via subscribe: reported, not bad",
+        [
+            W5,
+            ok(1, "assign", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            ok(1, "poll", [pl({"1": [[2, 12]]})]),
+            DRAIN,
+        ],
+        {"sub_via": "subscribe"},
+        {"poll-skip"},
+        set(),
+    ),
+    (
+        "near-miss: a gap across a transaction marker is no skip",
+        [
+            ok(0, "txn", [snd(1, 0, 10)]),
+            ok(0, "txn", [snd(1, 2, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            ok(1, "poll", [pl({"1": [[2, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: re-read after a failed poll (rewound)",
+        [
+            W5,
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            fail(1, "poll", [pl({"1": [[1, 11]]})]),
+            ok(1, "poll", [pl({"1": [[1, 11]]})]),
+            DRAIN,
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: re-read after an aborted txn (rewound)",
+        [
+            W5,
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            fail(1, "txn", [pl({"1": [[1, 11], [2, 12]]}), snd(2, 0, 99)]),
+            ok(1, "poll", [pl({"1": [[1, 11]]})]),
+            DRAIN,
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: no rewind after an info poll",
+        [
+            W5,
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            info(1, "poll", [pl({"1": [[1, 11]]})]),
+            ok(1, "poll", [pl({"1": [[2, 12]]})]),
+            DRAIN,
+        ],
+        # a near-miss of the relaxed rule; Jepsen's (the default) calls it a poll-skip
+        {"consumer_rewinds": False},
+        set(),
+        set(),
+    ),
+    (
+        "poll-skip past what the info poll read",
+        [
+            W5,
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            info(1, "poll", [pl({"1": [[1, 11]]})]),
+            ok(1, "poll", [pl({"1": [[3, 13]]})]),
+            DRAIN,
+        ],
+        {},
+        {"poll-skip"},
+        {"poll-skip"},
+    ),
+    (
+        "nonmonotonic-poll: the same record again",
+        [
+            W5,
+            ok(1, "poll", [pl({"1": [[0, 10], [1, 11]]})]),
+            ok(1, "poll", [pl({"1": [[1, 11]]})]),
+            DRAIN,
+        ],
+        {},
+        {"nonmonotonic-poll"},
+        {"nonmonotonic-poll"},
+    ),
+    (
+        "nonmonotonic-poll: a failed assign with seek did not rewind",
+        [
+            W5,
+            ok(1, "assign", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10], [1, 11]]})]),
+            fail(1, "assign", [1], seek_to_beginning=True),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            DRAIN,
+        ],
+        {},
+        {"nonmonotonic-poll"},
+        {"nonmonotonic-poll"},
+    ),
+    (
+        "near-miss: assign with seek_to_beginning, then from the start",
+        [
+            W5,
+            ok(1, "assign", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10], [1, 11]]})]),
+            ok(1, "assign", [1], seek_to_beginning=True),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            DRAIN,
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: key unassigned then reassigned is forgotten",
+        [
+            W5,
+            ok(1, "assign", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10], [1, 11]]})]),
+            ok(1, "assign", [2]),
+            ok(1, "assign", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            DRAIN,
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "near-miss: crash forgets the consumer",
+        [
+            W5,
+            ok(1, "poll", [pl({"1": [[0, 10], [1, 11]]})]),
+            info(1, "crash"),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            DRAIN,
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    (
+        "subscribe inferred: poll-skip and nonmonotonic-poll not bad",
+        [
+            W5,
+            ok(1, "subscribe", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            ok(1, "poll", [pl({"1": [[2, 12]]})]),
+            ok(1, "poll", [pl({"1": [[0, 10]]})]),
+            DRAIN,
+        ],
+        {},
+        {"poll-skip", "nonmonotonic-poll"},
+        set(),
+    ),
+    (
+        "int-poll-skip is bad even with subscribe",
+        [W5, ok(1, "subscribe", [1]), ok(1, "poll", [pl({"1": [[0, 10], [2, 12]]})]), DRAIN],
+        {},
+        {"int-poll-skip"},
+        {"int-poll-skip"},
+    ),
+    (
+        "int-poll-skip across two poll micro-ops of one txn",
+        [W5, ok(1, "txn", [pl({"1": [[0, 10]]}), pl({"1": [[2, 12]]})]), DRAIN],
+        {},
+        {"int-poll-skip"},
+        {"int-poll-skip"},
+    ),
+    (
+        "int-nonmonotonic-poll",
+        [W5, ok(1, "poll", [pl({"1": [[0, 10], [1, 11], [0, 10]]})]), DRAIN],
+        {},
+        {"int-nonmonotonic-poll"},
+        {"int-nonmonotonic-poll"},
+    ),
+    (
+        "near-miss: a key in the op's rebalance_log is not judged",
+        [
+            W5,
+            ok(1, "subscribe", [1]),
+            ok(1, "poll", [pl({"1": [[0, 10], [2, 12]]})], rebalance_log=[{"keys": [1]}]),
+            DRAIN,
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    # --- producer order
+    (
+        "nonmonotonic-send",
+        [
+            ok(0, "send", [snd(1, 1, 10)]),
+            ok(0, "send", [snd(1, 0, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 11], [1, 10]]})]),
+        ],
+        {},
+        {"nonmonotonic-send", "G0-realtime"},  # the second send was invoked after the first
+        {"nonmonotonic-send"},
+    ),
+    (
+        "near-miss: a new process number is a new producer",
+        [
+            ok(0, "send", [snd(1, 1, 10)]),
+            ok(3, "send", [snd(1, 0, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 11], [1, 10]]})]),
+        ],
+        {},
+        {"G0-realtime"},
+        set(),
+    ),
+    (
+        "int-nonmonotonic-send: one txn, one key, out of offset order",
+        [
+            ok(0, "txn", [snd(1, 1, 10), snd(1, 0, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 11], [1, 10]]})]),
+        ],
+        {},
+        {"int-nonmonotonic-send"},
+        {"int-nonmonotonic-send"},
+    ),
+    (
+        "int-send-skip: another producer in between, normal",
+        [
+            inv(0, "txn", [["send", 1, 10], ["send", 1, 11]]),
+            inv(2, "send", [["send", 1, 99]]),
+            ok(2, "send", [snd(1, 1, 99)]),
+            ok(0, "txn", [snd(1, 0, 10), snd(1, 2, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 10], [1, 99], [2, 11]]})]),
+        ],
+        {},
+        {"int-send-skip", "G0"},
+        set(),
+    ),
+    (
+        "near-miss: a gap inside one txn's sends with nothing between is no skip",
+        [
+            ok(0, "txn", [snd(1, 0, 10), snd(1, 2, 11)]),
+            ok(1, "poll", [pl({"1": [[0, 10], [2, 11]]})]),
+        ],
+        {},
+        set(),
+        set(),
+    ),
+    # --- cycles
+    (
+        "G1c: circular visibility between concurrent txns, bad even with ww_deps",
+        [
+            inv(0, "txn", [["send", 1, 10], ["poll"]]),
+            inv(1, "txn", [["send", 2, 20], ["poll"]]),
+            ok(0, "txn", [snd(1, 0, 10), pl({"2": [[0, 20]]})]),
+            ok(1, "txn", [snd(2, 0, 20), pl({"1": [[0, 10]]})]),
+        ],
+        {},
+        {"G1c"},
+        {"G1c"},
+    ),
+    (
+        "G1c-realtime: a poll read a value whose send began after the poll ended",
+        [
+            inv(1, "poll", [["poll"]]),
+            ok(1, "poll", [pl({"1": [[0, 20]]})]),
+            inv(2, "send", [["send", 1, 20]]),
+            ok(2, "send", [snd(1, 0, 20)]),
+        ],
+        {},
+        {"G1c-realtime"},
+        {"G1c-realtime"},
+    ),
+    (
+        "G0: interleaved concurrent txns, normal",
+        [
+            inv(0, "txn", [["send", 1, 10], ["send", 2, 20]]),
+            inv(1, "txn", [["send", 1, 11], ["send", 2, 21]]),
+            ok(0, "txn", [snd(1, 0, 10), snd(2, 1, 20)]),
+            ok(1, "txn", [snd(1, 1, 11), snd(2, 0, 21)]),
+            ok(2, "poll", [pl({"1": [[0, 10], [1, 11]], "2": [[0, 21], [1, 20]]})]),
+        ],
+        {},
+        {"G0"},
+        set(),
+    ),
+    (
+        "G0 with ww_deps off: nothing to report",
+        [
+            inv(0, "txn", [["send", 1, 10], ["send", 2, 20]]),
+            inv(1, "txn", [["send", 1, 11], ["send", 2, 21]]),
+            ok(0, "txn", [snd(1, 0, 10), snd(2, 1, 20)]),
+            ok(1, "txn", [snd(1, 1, 11), snd(2, 0, 21)]),
+            ok(2, "poll", [pl({"1": [[0, 10], [1, 11]], "2": [[0, 21], [1, 20]]})]),
+        ],
+        {"ww_deps": False},
+        set(),
+        set(),
+    ),
+    (
+        "G0-realtime: a txn invoked after another completed wrote before it",
+        [
+            inv(0, "txn", [["send", 1, 10]]),
+            ok(0, "txn", [snd(1, 1, 10)]),
+            inv(1, "txn", [["send", 1, 11]]),
+            ok(1, "txn", [snd(1, 0, 11)]),
+            ok(2, "poll", [pl({"1": [[0, 11], [1, 10]]})]),
+        ],
+        {},
+        {"G0-realtime"},
+        set(),
+    ),
+]
+
+
+def case(prefix: str) -> list[Line]:
+    """The history of the case whose id starts with `prefix`."""
+    return next(c[1] for c in CASES if c[0].startswith(prefix))
+
+
+# (id, history, options, expected error types, expected bad types)
+TXN_CASES: list[tuple[str, list[Line], dict[str, Any], set[str], set[str]]] = [
     (
         "committed txns leave marker holes; several sends to one key; reads skip holes",
         [
@@ -626,437 +1140,3 @@ CASES: list[tuple[str, list[Line], dict[str, Any], set[str], set[str]]] = [
         set(),
     ),
 ]
-
-
-@pytest.mark.parametrize(
-    ("history", "opts", "want", "want_bad"),
-    [pytest.param(h, o, w, b, id=i) for i, h, o, w, b in CASES],
-)
-def test_txn_case(
-    tmp_path: Path,
-    history: list[Line],
-    opts: dict[str, Any],
-    want: set[str],
-    want_bad: set[str],
-) -> None:
-    res = run(tmp_path, history, **opts)
-    assert types(res) == (want, want_bad), {
-        t: [e.get("explanation") for e in a["examples"]] for t, a in res["anomalies"].items()
-    }
-    assert res["valid"] is (not want_bad)
-    for name in want:
-        for ex in examples(res, name):
-            assert ex.get("explanation"), (name, ex)
-            assert ex.get("ops"), (name, ex)
-
-
-def test_legal_ww_wr_cycle_not_found_without_ww_deps(tmp_path: Path) -> None:
-    """Without ww inference the Kafka-legal interleaving has no cycle at all."""
-    hist = next(h for i, h, *_ in CASES if i.startswith("legal Kafka interleaving"))
-    res = run(tmp_path, hist, ww_deps=False)
-    assert types(res) == (set(), set())
-    assert res["valid"] is True
-
-
-# ------------------------------------------------ explanations of the positives
-
-
-def test_g1a_explanation_names_reader_writer_key_value_offset(tmp_path: Path) -> None:
-    res = run(
-        tmp_path,
-        [
-            inv(1, "txn", [isnd(1, 2), isnd(2, 3)]),
-            fail(1, "txn", [snd(1, 2, 22), snd(2, 0, 3)], error="abort"),
-            inv(2, "poll", POLL),
-            ok(2, "poll", [pl({"1": [[2, 22]]})]),
-        ],
-    )
-    (ex,) = examples(res, "G1a")
-    assert (ex["key"], ex["value"], ex["offset"], ex["writer"], ex["reader"]) == ("1", 22, 2, 1, 3)
-    t = ex["explanation"]
-    for s in ("op 3", "op 1", "fail txn", "ok poll", "value 22", "key 1", "offset 2", "abort"):
-        assert s in t, (s, t)
-
-
-def test_lost_write_of_info_txn_says_why_it_committed(tmp_path: Path) -> None:
-    res = run(tmp_path, next(h for i, h, *_ in CASES if i.startswith("info txn: one value read")))
-    (ex,) = examples(res, "lost-write")
-    assert (ex["key"], ex["value"], ex["offset"], ex["max_read_offset"]) == ("2", 6, 3, 5)
-    t = ex["explanation"]
-    for s in (
-        "op 1",
-        "info txn",
-        "value 6",
-        "key 2",
-        "offset 3",
-        "offset 5",
-        "must have committed",
-    ):
-        assert s in t, (s, t)
-
-
-def test_torn_transaction_structured_fields(tmp_path: Path) -> None:
-    res = run(tmp_path, next(h for i, h, *_ in CASES if i.startswith("info txn: one value read")))
-    (ex,) = examples(res, "torn-transaction")
-    assert ex["ops"][0] == 1
-    assert ex["visible"] == [["1", 5]]
-    assert ex["lost"] == [["2", 6]]
-    assert ex["keys_visible"] == ["1"] and ex["keys_lost"] == ["2"]
-
-
-def test_torn_transaction_explanation_names_offsets_and_readers(tmp_path: Path) -> None:
-    """A torn transaction must be explained with its offsets: where the visible value
-    was read (key 1 offset 3), where the lost one landed (key 2 offset 3), and the
-    later record of key 2 that was read instead (offset 5, by op 5)."""
-    res = run(tmp_path, next(h for i, h, *_ in CASES if i.startswith("info txn: one value read")))
-    (ex,) = examples(res, "torn-transaction")
-    t = ex["explanation"]
-    assert "offset 3" in t and "offset 5" in t, t
-    assert "op 5" in t, t
-    assert 5 in ex["ops"], ex
-
-
-def test_precommitted_explanation(tmp_path: Path) -> None:
-    res = run(tmp_path, next(h for i, h, *_ in CASES if i.startswith("precommitted-read: an ok")))
-    (ex,) = examples(res, "precommitted-read")
-    assert (ex["key"], ex["value"], ex["offset"], ex["ops"]) == ("1", 7, 3, [1])
-    t = ex["explanation"]
-    for s in ("op 1", "ok txn", "value 7", "key 1", "offset 3", "micro-op 0", "micro-op 1"):
-        assert s in t, (s, t)
-
-
-def test_lso_int_poll_skip_explanation(tmp_path: Path) -> None:
-    res = run(tmp_path, next(h for i, h, *_ in CASES if i.startswith("LSO: a consumer read")))
-    (ex,) = examples(res, "int-poll-skip")
-    assert ex["offsets"] == [4, 7] and ex["skipped"] == [50] and ex["ops"] == [5]
-    t = ex["explanation"]
-    for s in ("op 5", "key 1", "offset 4", "offset 7", "50"):
-        assert s in t, (s, t)
-
-
-def test_null_offset_lost_write_explanation_uses_real_time(tmp_path: Path) -> None:
-    res = run(tmp_path, next(h for i, h, *_ in CASES if i.startswith("ok txn with null offsets")))
-    (ex,) = examples(res, "lost-write")
-    assert (ex["key"], ex["value"], ex["offset"], ex["max_read_value"]) == ("2", 6, None, 9)
-    assert set(ex["ops"]) == {1, 3}
-    t = ex["explanation"]
-    for s in ("op 1", "op 3", "unknown offset", "value 9", "key 2"):
-        assert s in t, (s, t)
-
-
-# ------------------------------------------------ defects found
-
-
-def test_failed_txn_retried_in_another_order_is_not_int_nonmonotonic(tmp_path: Path) -> None:
-    """Txn 1 sends 1 then 2 (offsets 0, 1), aborts; its retry sends 2 then 1 and commits
-    (offsets 3, 4). Nothing is wrong: the aborted txn's own sends were acknowledged in
-    order. The checker places the aborted op's sends where the retry's records sit and
-    says it "sent value 1 at offset 4" (it was acknowledged at offset 0)."""
-    res = run(
-        tmp_path,
-        [
-            inv(1, "txn", [isnd(1, 1), isnd(1, 2)]),
-            fail(1, "txn", [snd(1, 0, 1), snd(1, 1, 2)], error="abort"),
-            inv(1, "txn", [isnd(1, 2), isnd(1, 1)]),
-            ok(1, "txn", [snd(1, 3, 2), snd(1, 4, 1)]),
-            inv(2, "poll", POLL),
-            ok(2, "poll", [pl({"1": [[3, 2], [4, 1]]})]),
-        ],
-    )
-    assert types(res) == (set(), set()), res["anomalies"]
-    assert res["valid"] is True
-
-
-# ======================================================= part 2: a model of read_committed Kafka
-
-
-class KafkaModel:
-    """Read_committed Kafka with transactional producers, our own small model.
-
-    Each key is one partition: a list of entries ("rec", value, txn or None) and
-    ("marker", None, txn). A txn's records are appended as it sends; its commit or
-    abort appends a marker to each key it touched. Consumers read from their
-    position up to the last stable offset (the first record of a still-open txn),
-    skipping markers and aborted records. Ops: plain sends, polls, and txns of 1-4
-    micro-ops whose sends and polls interleave with other processes' ops; a txn
-    ends ok (commit), fail (abort) or info (commit or abort, possibly resolved only
-    later). After fail/info the driver may rewind the consumer or not (`rewinds`: it
-    always does, as ktrial's and Jepsen's drivers do); failed txns
-    may be retried with the same values (in order). Txn sends may report a null
-    offset (Queen). A final drain reads everything.
-
-    Faults: `leak` (a consumer returns the first record of each
-    fail txn: G1a) and `hide` (the first record of one committed txn is never
-    returned: lost).
-    """
-
-    def __init__(
-        self,
-        rnd: random.Random,
-        nkeys: int,
-        nprocs: int,
-        null_p: float,
-        leak: bool = False,
-        hide: bool = False,
-        rewinds: bool = False,
-    ) -> None:
-        self.rnd = rnd
-        self.rewinds = rewinds
-        self.keys = [str(k) for k in range(1, nkeys + 1)]
-        self.logs: dict[str, list[tuple[str, Any, int | None]]] = {k: [] for k in self.keys}
-        self.status: dict[int, str] = {}
-        self.lines: list[Line] = []
-        self.pos: dict[Any, dict[str, int]] = {}
-        self.next_value = 100
-        self.next_txn = 0
-        self.null_p = null_p
-        self.nprocs = nprocs
-        self.busy: dict[int, dict[str, Any]] = {}
-        self.retry: dict[int, list[tuple[str, int]]] = {}
-        self.later: list[tuple[int, bool, list[str]]] = []
-        self.leak = leak
-        self.hide = hide
-        self.leaked: set[tuple[str, int]] = set()  # (key, offset) of aborted records returned
-        self.hidden: set[tuple[str, int]] = set()  # (key, offset) of committed records dropped
-        self.hidden_values: list[tuple[str, int, int, bool]] = []  # key, offset, value, known
-        self.leaked_values: list[tuple[str, int]] = []
-
-    def emit(self, process: Any, typ: str, f: str, value: Any, **extra: Any) -> None:
-        n = len(self.lines)
-        self.lines.append(
-            {"index": n, "time": n * 1000, "process": process, "type": typ, "f": f, "value": value}
-            | extra
-        )
-
-    def value(self) -> int:
-        self.next_value += 1
-        return self.next_value
-
-    def lso(self, k: str) -> int:
-        for o, (kind, _v, t) in enumerate(self.logs[k]):
-            if kind == "rec" and t is not None and self.status[t] == "open":
-                return o
-        return len(self.logs[k])
-
-    def read(self, proc: Any, limit: int) -> dict[str, list[list[int]]]:
-        pos = self.pos.setdefault(proc, dict.fromkeys(self.keys, 0))
-        out: dict[str, list[list[int]]] = {}
-        for k in self.keys:
-            end = self.lso(k)
-            o = pos[k]
-            recs: list[list[int]] = []
-            while o < end and len(recs) < limit:
-                kind, v, t = self.logs[k][o]
-                visible = kind == "rec" and (t is None or self.status[t] == "commit")
-                if (k, o) in self.hidden:
-                    visible = False
-                if (k, o) in self.leaked:
-                    visible = True
-                if visible:
-                    recs.append([o, v])
-                o += 1
-            pos[k] = o
-            if recs:
-                out[k] = recs
-        return out
-
-    def append(self, k: str, v: int, t: int | None) -> int:
-        self.logs[k].append(("rec", v, t))
-        return len(self.logs[k]) - 1
-
-    def start(self, proc: int) -> None:
-        r = self.rnd.random()
-        if r < 0.15:
-            k = self.rnd.choice(self.keys)
-            v = self.value()
-            self.emit(proc, "invoke", "send", [["send", k, v]])
-            o = self.append(k, v, None)
-            self.emit(proc, "ok", "send", [["send", k, [o, v]]])
-            return
-        if r < 0.35:
-            self.emit(proc, "invoke", "poll", [["poll"]])
-            self.emit(proc, "ok", "poll", [["poll", self.read(proc, self.rnd.randint(1, 4))]])
-            return
-        plan: list[tuple[str, tuple[str, int] | None]] = []
-        for _ in range(self.rnd.randint(1, 4)):
-            if self.rnd.random() < 0.6:
-                plan.append(("send", (self.rnd.choice(self.keys), self.value())))
-            else:
-                plan.append(("poll", None))
-        self.rnd.shuffle(plan)
-        plan = [("send", kv) for kv in self.retry.pop(proc, [])] + plan
-        t = self.next_txn
-        self.next_txn += 1
-        self.status[t] = "open"
-        invoke = [["send", x[0], x[1]] if x is not None else ["poll"] for _kind, x in plan]
-        self.emit(proc, "invoke", "txn", invoke)
-        self.busy[proc] = {
-            "txn": t,
-            "plan": plan,
-            "done": [],
-            "recs": [],
-            "pos0": dict(self.pos.setdefault(proc, dict.fromkeys(self.keys, 0))),
-        }
-
-    def step(self, proc: int) -> None:
-        b = self.busy[proc]
-        if b["plan"]:
-            _kind, x = b["plan"].pop(0)
-            if x is not None:
-                k, v = x
-                o = self.append(k, v, b["txn"])
-                known = self.rnd.random() >= self.null_p
-                b["recs"].append((k, o, v, known))
-                b["done"].append(["send", k, [o if known else None, v]])
-            else:
-                b["done"].append(["poll", self.read(proc, self.rnd.randint(1, 4))])
-            return
-        self.finish(proc)
-
-    def resolve(self, t: int, commit: bool, keys: list[str]) -> None:
-        self.status[t] = "commit" if commit else "abort"
-        for k in keys:
-            self.logs[k].append(("marker", None, t))
-
-    def finish(self, proc: int) -> None:
-        b = self.busy.pop(proc)
-        t = b["txn"]
-        r = self.rnd.random()
-        outcome = "ok" if r < 0.6 else "fail" if r < 0.8 else "info"
-        commit = outcome == "ok" or (outcome == "info" and self.rnd.random() < 0.5)
-        keys = sorted({r[0] for r in b["recs"]})
-        if b["recs"] and outcome == "fail" and self.leak:
-            k, o, v, _known = b["recs"][0]
-            self.leaked.add((k, o))
-            self.leaked_values.append((k, v))
-        if b["recs"] and outcome == "ok" and self.hide and not self.hidden:
-            k, o, v, known = b["recs"][0]
-            self.hidden.add((k, o))
-            self.hidden_values.append((k, o, v, known))
-        if outcome == "info" and self.rnd.random() < 0.5:
-            self.later.append((t, commit, keys))  # the coordinator finishes it later
-        else:
-            self.resolve(t, commit, keys)
-        truncated = False
-        if outcome != "ok" and b["done"] and self.rnd.random() < 0.3:
-            b["done"] = b["done"][: self.rnd.randrange(len(b["done"]))]  # partial completion
-            truncated = True
-        extra = {} if outcome == "ok" else {"error": "abort" if outcome == "fail" else "timeout"}
-        self.emit(proc, outcome, "txn", b["done"], **extra)
-        if outcome != "ok":
-            # A driver that hides polls it made (truncated completion) must rewind.
-            if truncated or self.rewinds or self.rnd.random() < 0.5:
-                self.pos[proc] = b["pos0"]
-            if outcome == "fail" and self.rnd.random() < 0.3:
-                self.retry[proc] = [(r[0], r[2]) for r in b["recs"]]
-
-    def run(self, steps: int) -> list[Line]:
-        for _ in range(steps):
-            if self.later and self.rnd.random() < 0.2:
-                self.resolve(*self.later.pop(0))
-            proc = self.rnd.randrange(self.nprocs)
-            if proc in self.busy:
-                self.step(proc)
-            else:
-                self.start(proc)
-        while self.busy:
-            self.step(next(iter(self.busy)))
-        while self.later:
-            self.resolve(*self.later.pop(0))
-        drain = 1000
-        self.emit(drain, "invoke", "poll", [["poll"]])
-        self.emit(drain, "ok", "poll", [["poll", self.read(drain, 10**9)]])
-        return self.lines
-
-
-NOT_BAD = {"G0", "G1c", "G0-realtime", "G1c-realtime", "int-send-skip"}
-
-
-def model_history(
-    seed: int, rewinds: bool = False, **faults: bool
-) -> tuple[KafkaModel, list[Line]]:
-    rnd = random.Random(seed)
-    m = KafkaModel(
-        rnd,
-        nkeys=rnd.randint(1, 3),
-        nprocs=rnd.randint(2, 5),
-        null_p=rnd.choice([0.0, 0.0, 0.5, 1.0]),
-        rewinds=rewinds,
-        **faults,
-    )
-    return m, m.run(rnd.randint(10, 80))
-
-
-def check_lines(tmp: Path, lines: list[Line], consumer_rewinds: bool = False) -> dict[str, Any]:
-    """Checked with the relaxed consumer-position rule unless the model's clients
-    always rewind (model_history(rewinds=True)): Jepsen's rule."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    opts = CheckOptions(max_examples=10_000, consumer_rewinds=consumer_rewinds)
-    return check_file(write(tmp / "history.jsonl", lines), opts)
-
-
-SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**32 - 1))
-def test_model_histories_check_clean(tmp_path: Path, seed: int) -> None:
-    """Clients that may not rewind, checked with the relaxed rule; clients that always
-    rewind, with Jepsen's rule (odd seeds)."""
-    rewinds = seed % 2 == 1
-    _m, lines = model_history(seed, rewinds=rewinds)
-    res = check_lines(tmp_path / str(seed), lines, consumer_rewinds=rewinds)
-    assert res["bad_error_types"] == [], {
-        t: [e.get("explanation") for e in a["examples"][:2]] for t, a in res["anomalies"].items()
-    }
-    assert set(res["error_types"]) <= NOT_BAD
-    drained = any(r for ln in lines[-1:] for _p, r in ln["value"])
-    assert res["valid"] is (True if drained else "unknown")
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**32 - 1))
-def test_model_aborted_record_returned_is_g1a(tmp_path: Path, seed: int) -> None:
-    m, lines = model_history(seed, leak=True)
-    res = check_lines(tmp_path / str(seed), lines)
-    drain = lines[-1]["value"][0][1]
-    leaked_read = [
-        (k, v)
-        for k, v in m.leaked_values
-        if any(rv == v for _o, rv in drain.get(k, []))
-        # a retry sent the same value again: it may be credited to the retry, no G1a
-        and sum(r[0] == "rec" and r[1] == v for r in m.logs[k]) == 1
-    ]
-    if not leaked_read:
-        return
-    assert "G1a" in res["bad_error_types"], res["error_types"]
-    found = {(ex["key"], ex["value"]) for ex in examples(res, "G1a")}
-    assert set(leaked_read) <= found
-
-
-@SETTINGS
-@given(seed=st.integers(0, 2**32 - 1))
-def test_model_committed_record_vanishing_is_found(tmp_path: Path, seed: int) -> None:
-    m, lines = model_history(seed, hide=True)
-    if not m.hidden_values:
-        return
-    res = check_lines(tmp_path / str(seed), lines)
-    ((k, o, v, known),) = m.hidden_values
-    lost: set[tuple[str, Any]] = set()
-    if "lost-write" in res["anomalies"]:
-        lost = {(ex["key"], ex["value"]) for ex in examples(res, "lost-write")}
-    unseen: set[tuple[str, Any]] = set()
-    if "unseen" in res["anomalies"]:
-        unseen = {(ex["key"], x) for ex in examples(res, "unseen") for x in ex["values"]}
-    assert (k, v) in lost | unseen, res["error_types"]
-    # with nothing read at all, unseen says the run never consumed: unknown, not invalid
-    any_read = res["stats"]["reads"] > 0
-    assert res["valid"] is (False if any_read else "unknown")
-    # With its offset known, it is a lost-write iff the drain read a later record of k.
-    later = any(ro > o for ro, _rv in lines[-1]["value"][0][1].get(k, []))
-    if known:
-        assert ((k, v) in lost) is later, (later, res["error_types"])
-    else:
-        assert (k, v) in lost or not later or (k, v) in unseen

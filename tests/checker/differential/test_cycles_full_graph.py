@@ -1,32 +1,14 @@
-"""Audit of the dependency-cycle analysis (G0, G1c and their -realtime variants).
+"""The cycle analysis against the literal full dependency graph, built here with networkx
+from the rules of docs/anomalies.md ("Dependency cycles") without checker code.
 
-DESIGN.md 3: "Graph: vertices are completed data ops; ww edges link the writers of
-consecutive versions of a key; wr edges link a writer to each reader of its values;
-realtime edges link an ok op to ops invoked after it completed. Find strongly
-connected components, then a shortest typed cycle in each". docs/anomalies.md
-narrows the vertices to data ops *that committed* (ok; info -- or never completed --
-with a value an ok op read), and ww edges to consecutive *committed* versions.
-
-checker/graph.py finds components on a reduced graph (forward data edges implied by
-realtime dropped, realtime as a chain of completion nodes, only "active" ops), and
-checker/cycles.py searches typed cycles per component. This file builds the literal
-full graph with networkx (every ww, wr and realtime edge), enumerates its simple
-cycles on small histories and classifies each as Jepsen/Elle would:
-
-* G0: every edge ww; G1c: every edge ww or wr, at least one wr;
-* X-realtime: the cycle needs a realtime edge (a vertex cycle whose every step is a
-  data edge is the plain type). The checker also names X-realtime when a step is
-  both a data and a realtime edge (an earlier audit pinned that as legitimate), so
-  the reference gives a *strict* set (needs realtime) and a *lenient* one (may use
-  realtime) and the checker must report something in between.
-
-Hand-written histories pin single behaviours; a hypothesis test compares the checker
-with the reference on random small histories (sends, polls, transactions on 2-3
-keys, ok/info/fail/never-completed outcomes, interleavings, holes, null offsets),
-with ww_deps on and off, and checks that every step of every reported cycle is an
-edge of the full graph with the keys, values and offsets its text names.
-
-Defects are xfail(strict=True): they pass once fixed.
+Vertices are committed data ops; wr edges link a writer to each committed reader of
+its value; ww edges link writers of consecutive committed versions of a key; realtime
+edges link an ok op to every committed op invoked after it completed. `Ref` works on
+small histories and enumerates simple cycles (G0 / G1c / -realtime by their edge
+kinds); `LineRef` works by line positions on bigger histories (20-500 ops). On random
+and hand-made histories the checker's verdict (G1c or G1c-realtime bad exactly when
+the wr + realtime graph has a cycle), its cycle types and every step of every
+reported cycle must agree with the reference.
 """
 
 from __future__ import annotations
@@ -35,27 +17,42 @@ import json
 import random
 import re
 import tempfile
+import time
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ktrial.tests.histlines import examples, fail, info, inv, ok, op, pl, run, snd
-
-Line = dict[str, Any]
-CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
-
-
-# ================================================================ helpers
-
-
-def isnd(k: Any, v: Any) -> list[Any]:
-    return ["send", k, v]
-
-
-POLL = [["poll"]]
+from ktrial.tests.checker.common import (
+    bad_cycle,
+    cycle_types,
+    explain,
+    forward_wr_in_a_realtime_cycle,
+    glued_walk,
+    long_visibility_chain,
+    one_edge_wr_and_rt,
+    run_all_examples,
+    split_walk_history,
+    three_way_visibility,
+    three_way_writes,
+)
+from ktrial.tests.histlines import (
+    POLL,
+    Line,
+    examples,
+    fail,
+    info,
+    inv,
+    isnd,
+    ok,
+    op,
+    pl,
+    run,
+    snd,
+)
 
 
 def run_tmp(lines: list[Line], **opts: Any) -> dict[str, Any]:
@@ -63,20 +60,34 @@ def run_tmp(lines: list[Line], **opts: Any) -> dict[str, Any]:
         return run(Path(d), lines, **opts)
 
 
-def cycle_types(res: dict[str, Any]) -> set[str]:
-    return {t for t in res["error_types"] if t in CYCLE_TYPES}
-
-
-def explain(res: dict[str, Any]) -> dict[str, list[Any]]:
-    return {t: [e.get("explanation") for e in a["examples"]] for t, a in res["anomalies"].items()}
-
-
-# ================================================================ the reference
-
 WW, WR, RT = "ww", "wr", "rt"
 
 
-class Ref:
+class GraphParts:
+    """What both references share: the sends of a line and the typed edges of `g`."""
+
+    g: nx.DiGraph
+
+    @staticmethod
+    def _sends(o: Line) -> list[tuple[str, Any, int | None]]:
+        out = []
+        for m in o["value"] or []:
+            if m[0] == "send":
+                if isinstance(m[2], list):
+                    off = m[2][0] if m[2][0] is not None and m[2][0] >= 0 else None
+                    out.append((str(m[1]), m[2][1], off))
+                else:
+                    out.append((str(m[1]), m[2], None))
+        return out
+
+    def _add(self, u: int, v: int, t: str) -> None:
+        if self.g.has_edge(u, v):
+            self.g[u][v]["t"].add(t)
+        else:
+            self.g.add_edge(u, v, t={t})
+
+
+class Ref(GraphParts):
     """The literal dependency graph of a history (file lines), by DESIGN.md 3 and
     docs/anomalies.md "Dependency cycles", written without the checker's code.
 
@@ -187,18 +198,6 @@ class Ref:
             }
         )
 
-    @staticmethod
-    def _sends(o: Line) -> list[tuple[str, Any, int | None]]:
-        out = []
-        for m in o["value"] or []:
-            if m[0] == "send":
-                if isinstance(m[2], list):
-                    off = m[2][0] if m[2][0] is not None and m[2][0] >= 0 else None
-                    out.append((str(m[1]), m[2][1], off))
-                else:
-                    out.append((str(m[1]), m[2], None))
-        return out
-
     def mop_of_send(self, i: int, key: str, value: Any) -> set[int]:
         """Micro-op indices at which op i sent value to key (completion, else invoke)."""
         r = self.ops[i]
@@ -235,12 +234,6 @@ class Ref:
             for k, lst in m[1].items()
             for off, v in lst
         ]
-
-    def _add(self, u: int, v: int, t: str) -> None:
-        if self.g.has_edge(u, v):
-            self.g[u][v]["t"].add(t)
-        else:
-            self.g.add_edge(u, v, t={t})
 
     # ------------------------------------------------------------ classification
 
@@ -286,21 +279,18 @@ class Ref:
         return any(len(c) > 1 for c in nx.strongly_connected_components(h))
 
 
-def reference_bad_types(strict: set[str], ww_deps: bool, bad: bool) -> set[str]:
-    """Which reported cycle types are bad (anomalies.md): without ww inference every G1c
-    (and G1c-realtime); with it only when some cycle has no ww edge (then G1c or
-    G1c-realtime, whichever the wr/rt cycle is)."""
-    if not ww_deps:
-        return strict & {"G1c", "G1c-realtime"}
-    return strict & {"G1c", "G1c-realtime"} if bad else set()
-
-
-# ---------------------------------------------------------------- explanation checks
-
 SENT = re.compile(r"sent value (\S+) to key (\S+?) \(micro-op (\d+)")
+
+
 READ = re.compile(r"read it(?: at offset (\d+))? \(micro-op (\d+)\)")
+
+
 NEXT = re.compile(r"next committed record of key (\S+) is value (\S+) at offset (\d+)")
+
+
 WW_OFF = re.compile(r"\(micro-op \d+, offset (\d+)\)")
+
+
 NEXT_MOP = re.compile(r"\(micro-op (\d+)\)$")
 
 
@@ -347,34 +337,11 @@ def check_steps(ref: Ref, name: str, ex: dict[str, Any]) -> None:
     assert want, (name, kinds, ex["explanation"])
 
 
-# ================================================================ hand-written cases
-
-
-def three_way_visibility() -> list[Line]:
-    """A read z=3 before C was even invoked; B read A's x, C read B's y: the three
-    wr edges alone close a cycle (circular visibility, G1c), and with A -rt-> C a
-    shorter G1c-realtime too."""
-    return [
-        ok(0, "txn", [snd("x", 0, 1), pl({"z": [[0, 3]]})]),
-        ok(1, "txn", [pl({"x": [[0, 1]]}), snd("y", 0, 2)]),
-        ok(2, "txn", [pl({"y": [[0, 2]]}), snd("z", 0, 3)]),
-    ]
-
-
 def test_reference_sees_both_types_of_the_three_way_cycle() -> None:
     ref = Ref(three_way_visibility())
     strict, lenient = ref.types()
     assert strict == lenient == {"G1c", "G1c-realtime"}
     assert ref.bad()
-
-
-def test_three_way_circular_visibility_is_g1c(tmp_path: Path) -> None:
-    for ww in (True, False):
-        res = run(tmp_path, three_way_visibility(), ww_deps=ww)
-        assert cycle_types(res) == {"G1c", "G1c-realtime"}, (ww, explain(res))
-        ex = examples(res, "G1c")[0]
-        assert sorted(ex["cycle"]) == [0, 1, 2] and ex["edges"] == ["wr"] * 3
-        assert ex["wr_only"] is True
 
 
 def test_three_way_circular_visibility_is_bad(tmp_path: Path) -> None:
@@ -387,27 +354,9 @@ def test_three_way_circular_visibility_is_bad(tmp_path: Path) -> None:
             assert s in ex["explanation"], s
 
 
-def three_way_writes() -> list[Line]:
-    """Sequential sends (each completes before the next is invoked): A's x precedes
-    B's, B's y precedes C's, C's z precedes A's -- a G0 cycle of ww edges only."""
-    return [
-        ok(0, "send", [snd("x", 0, 1), snd("z", 1, 5)]),
-        ok(1, "send", [snd("x", 1, 2), snd("y", 0, 3)]),
-        ok(2, "send", [snd("y", 1, 4), snd("z", 0, 6)]),
-        ok(3, "poll", [pl({"x": [[0, 1], [1, 2]], "y": [[0, 3], [1, 4]], "z": [[0, 6], [1, 5]]})]),
-    ]
-
-
 def test_reference_sees_g0_in_the_three_way_write_cycle() -> None:
     strict, lenient = Ref(three_way_writes()).types()
     assert strict == {"G0", "G0-realtime"} and lenient == strict
-
-
-def test_three_way_write_cycle_is_g0(tmp_path: Path) -> None:
-    res = run(tmp_path, three_way_writes())
-    assert cycle_types(res) == {"G0", "G0-realtime"}, explain(res)
-    ex = examples(res, "G0")[0]
-    assert sorted(ex["cycle"]) == [0, 1, 2] and ex["edges"] == ["ww"] * 3
 
 
 def test_three_way_write_cycle_is_never_bad(tmp_path: Path) -> None:
@@ -417,9 +366,6 @@ def test_three_way_write_cycle_is_never_bad(tmp_path: Path) -> None:
     check_steps(Ref(three_way_writes()), "G0-realtime", examples(res, "G0-realtime")[0])
     res = run(tmp_path, three_way_writes(), ww_deps=False)
     assert cycle_types(res) == set() and res["valid"] is True
-
-
-# ================================================================ random small histories
 
 
 def random_history(
@@ -531,21 +477,6 @@ def random_history(
     return lines
 
 
-# ================================================================ more hand-written cases
-
-
-def one_edge_wr_and_rt() -> list[Line]:
-    """A (x=1) completes before B is invoked; B read x=1 (wr and rt A->B), and B's y=3
-    lands before A's y=4 (ww B->A). Typings of the one cycle A->B->A: (wr, ww) = G1c
-    and (rt, ww) = G0-realtime. G1c-realtime needs a wr step *and* a realtime step:
-    there is no such cycle."""
-    return [
-        ok(0, "txn", [snd("x", 0, 1), snd("y", 1, 4)]),
-        ok(1, "txn", [pl({"x": [[0, 1]]}), snd("y", 0, 3)]),
-        ok(2, "poll", [pl({"y": [[0, 3], [1, 4]]})]),
-    ]
-
-
 def test_reference_one_edge_wr_and_rt() -> None:
     strict, lenient = Ref(one_edge_wr_and_rt()).types()
     assert strict == {"G1c"} and lenient == {"G1c", "G0-realtime"}
@@ -557,34 +488,9 @@ def test_one_edge_wr_and_rt_is_not_bad(tmp_path: Path) -> None:
     check_steps(Ref(one_edge_wr_and_rt()), "G1c", examples(res, "G1c")[0])
 
 
-def test_one_edge_wr_and_rt_is_no_g1c_realtime(tmp_path: Path) -> None:
-    res = run(tmp_path, one_edge_wr_and_rt())
-    assert "G1c-realtime" not in res["error_types"], explain(res)
-
-
-def glued_walk() -> list[Line]:
-    """A and B run concurrently: A's y=4 lands before B's y=3 (ww A->B) and A read
-    y=3 (wr B->A): G1c. C (x=1) is invoked after A completed (rt A->C) but lands
-    before A's x=5 (ww C->A): G0-realtime. Every cycle through the one wr edge is
-    A->B->A: no simple cycle has both a wr and a realtime step."""
-    return [
-        inv(0, "txn", [isnd("y", 4), isnd("x", 5), ["poll"]]),
-        inv(1, "txn", [isnd("y", 3)]),
-        ok(0, "txn", [snd("y", 0, 4), snd("x", 1, 5), pl({"y": [[1, 3]]})]),
-        ok(1, "txn", [snd("y", 1, 3)]),
-        ok(2, "send", [snd("x", 0, 1)]),
-        ok(3, "poll", [pl({"x": [[0, 1], [1, 5]], "y": [[0, 4], [1, 3]]})]),
-    ]
-
-
 def test_reference_glued_walk() -> None:
     strict, lenient = Ref(glued_walk()).types()
     assert strict == lenient == {"G1c", "G0-realtime"}
-
-
-def test_glued_walk_is_no_g1c_realtime(tmp_path: Path) -> None:
-    res = run(tmp_path, glued_walk())
-    assert cycle_types(res) == {"G1c", "G0-realtime"}, explain(res)
 
 
 def test_glued_walk_is_not_bad(tmp_path: Path) -> None:
@@ -594,35 +500,9 @@ def test_glued_walk_is_not_bad(tmp_path: Path) -> None:
         check_steps(Ref(glued_walk()), name, examples(res, name)[0])
 
 
-def forward_wr_in_a_realtime_cycle() -> list[Line]:
-    """A (y=5 at offset 2) completes; B polls y=5 (wr A->B, forward), C is invoked
-    after B completed (rt B->C) and its y=2 lands at offset 1, before A's y=5 (ww
-    C->A). A->B->C->A is wr, rt, ww: a G1c-realtime that needs both its wr and its
-    realtime step, besides the G0 / G0-realtime A<->C."""
-    return [
-        inv(0, "txn", [isnd("y", 5), isnd("x", 4)]),
-        ok(0, "txn", [snd("y", 2, 5), snd("x", 0, 4)]),
-        inv(1, "poll", POLL),
-        ok(1, "poll", [pl({"y": [[2, 5]]})]),
-        inv(2, "txn", [isnd("y", 2), isnd("x", 3)]),
-        ok(2, "txn", [snd("y", 1, 2), snd("x", 1, 3)]),
-        ok(3, "poll", [pl({"x": [[0, 4], [1, 3]], "y": [[1, 2], [2, 5]]})]),
-    ]
-
-
 def test_reference_forward_wr_in_a_realtime_cycle() -> None:
     strict, _lenient = Ref(forward_wr_in_a_realtime_cycle()).types()
     assert strict == {"G0", "G0-realtime", "G1c-realtime"}
-
-
-def test_forward_wr_in_a_realtime_cycle_is_g1c_realtime(tmp_path: Path) -> None:
-    res = run(tmp_path, forward_wr_in_a_realtime_cycle())
-    assert "G1c-realtime" in res["error_types"], explain(res)
-
-
-def test_forward_wr_in_a_realtime_cycle_is_not_bad(tmp_path: Path) -> None:
-    res = run(tmp_path, forward_wr_in_a_realtime_cycle())
-    assert res["valid"] is True and {"G0", "G0-realtime"} <= cycle_types(res)
 
 
 def test_no_realtime_edge_from_a_committed_info_op(tmp_path: Path) -> None:
@@ -711,8 +591,6 @@ def test_null_offset_reads_close_a_circular_visibility(tmp_path: Path) -> None:
         assert ex["wr_only"] is True and "offset" not in " ".join(ex["steps"])
 
 
-# ================================================================ checker vs the full graph
-
 HISTORY = dict(
     seed=st.integers(0, 2**32 - 1),
     n_ops=st.integers(2, 8),
@@ -721,6 +599,8 @@ HISTORY = dict(
     share=st.booleans(),
     int_keys=st.booleans(),
 )
+
+
 FUZZ = settings(
     max_examples=120,
     deadline=None,
@@ -783,3 +663,419 @@ def test_cycle_types_and_steps_match_the_full_graph(
         for name in got:
             for ex in examples(res, name):
                 check_steps(ref, name, ex)
+
+
+class LineRef(GraphParts):
+    """The literal full graph of a history (file lines), written without checker code:
+    the same graph as Ref, paired and walked by line positions for bigger histories
+    (it shares only the send parsing and edge bookkeeping of GraphParts)."""
+
+    def __init__(self, lines: list[Line], ww_deps: bool = True) -> None:
+        self.lines = lines
+        self.ops: list[dict[str, Any]] = []
+        pending: dict[Any, tuple[int, Line]] = {}
+        for pos, ln in enumerate(lines):
+            if ln["process"] == "nemesis" or ln["f"] not in ("send", "poll", "txn"):
+                continue
+            if ln["type"] == "invoke":
+                if ln["process"] in pending:
+                    self._never(*pending.pop(ln["process"]))
+                pending[ln["process"]] = (pos, ln)
+                continue
+            ip, io = pending.pop(ln["process"], (pos, ln))
+            writes = self._sends(ln)
+            if ln["type"] != "ok":
+                have = {(k, v) for k, v, _ in writes}
+                writes += [(k, v, None) for k, v, _ in self._sends(io) if (k, v) not in have]
+            self.ops.append(
+                {"inv": ip, "comp": pos, "type": ln["type"], "index": pos, "writes": writes}
+                | {"reads": self._reads(ln)}
+            )
+        for ip, io in sorted(pending.values(), key=lambda x: x[0]):
+            self._never(ip, io)
+        self.by_index = {r["index"]: i for i, r in enumerate(self.ops)}
+        ok_read = {(k, v) for r in self.ops if r["type"] == "ok" for k, _o, v in r["reads"]}
+        self.committed = [
+            r["type"] == "ok"
+            or (r["type"] == "info" and any((k, v) in ok_read for k, v, _ in r["writes"]))
+            for r in self.ops
+        ]
+        # writer of each (key, value); a failed op wrote nothing if another op sent it
+        self.writer: dict[tuple[str, Any], int] = {}
+        for i, r in enumerate(self.ops):
+            for k, v, _o in r["writes"]:
+                w = self.writer.get((k, v))
+                if w is None or (self.ops[w]["type"] == "fail" and r["type"] != "fail"):
+                    self.writer[(k, v)] = i
+        # the log: offset -> first value in file order (polls and committed acks)
+        self.log: dict[str, dict[int, Any]] = {}
+        events: list[tuple[int, str, int, Any]] = []
+        for i, r in enumerate(self.ops):
+            pos = r["comp"] if r["comp"] is not None else r["inv"]
+            for k, o, v in r["reads"]:
+                if o is not None:
+                    events.append((pos, k, o, v))
+            if self.committed[i]:
+                for k, v, o in r["writes"]:
+                    if o is not None:
+                        events.append((pos if r["type"] == "ok" else 1 << 40, k, o, v))
+        events.sort(key=lambda e: e[0])
+        for _p, k, o, v in events:
+            self.log.setdefault(k, {}).setdefault(o, v)
+        self.conflicted = any(
+            self.log[k].get(o) != v for _p, k, o, v in events
+        )  # some offset holds two values: log order is then the checker's choice
+        g = nx.DiGraph()
+        g.add_nodes_from(i for i, c in enumerate(self.committed) if c)
+        self.g = g
+        self.ww_at: dict[tuple[int, int], set[tuple[str, Any, Any]]] = {}
+        if ww_deps:
+            for k, lk in self.log.items():
+                offs = sorted(lk)
+                first: dict[Any, int] = {}
+                for off in offs:
+                    first.setdefault(lk[off], off)
+                last: tuple[int, Any] | None = None
+                for off in offs:
+                    v = lk[off]
+                    w = self.writer.get((k, v))
+                    if w is None or not self.committed[w] or self.home(w, k, v, first) != off:
+                        continue
+                    if last is not None and last[0] != w:
+                        self._add(last[0], w, WW)
+                        self.ww_at.setdefault((last[0], w), set()).add((k, last[1], v))
+                    last = (w, v)
+        for i, r in enumerate(self.ops):
+            if not self.committed[i]:
+                continue
+            for k, _o, v in r["reads"]:
+                w = self.writer.get((k, v))
+                if w is not None and w != i and self.committed[w]:
+                    self._add(w, i, WR)
+        done = sorted((r["comp"], i) for i, r in enumerate(self.ops) if r["type"] == "ok")
+        for j, r2 in enumerate(self.ops):
+            if self.committed[j]:
+                for c, i in done:
+                    if c >= r2["inv"]:
+                        break
+                    self._add(i, j, RT)
+
+    def home(self, w: int, k: str, v: Any, first: dict[Any, int]) -> int | None:
+        for kk, vv, o in self.ops[w]["writes"]:
+            if kk == k and vv == v and o is not None and self.log[k].get(o) == v:
+                return o
+        return first.get(v)
+
+    def _never(self, pos: int, io: Line) -> None:
+        self.ops.append(
+            {
+                "inv": pos,
+                "comp": None,
+                "type": "info",
+                "index": pos,
+                "writes": [(k, v, None) for k, v, _ in self._sends(io)],
+                "reads": [],
+            }
+        )
+
+    @staticmethod
+    def _reads(o: Line) -> list[tuple[str, int | None, Any]]:
+        return [
+            (str(k), off, v)
+            for m in o["value"] or []
+            if m[0] == "poll" and len(m) == 2
+            for k, lst in m[1].items()
+            for off, v in lst
+        ]
+
+    def bad(self) -> bool:
+        """A cycle of wr and realtime edges (any non-trivial strongly connected component)."""
+        h = nx.DiGraph()
+        h.add_edges_from((u, v) for u, v, d in self.g.edges(data=True) if d["t"] & {WR, RT})
+        return any(len(c) > 1 for c in nx.strongly_connected_components(h))
+
+    def wr_only_cycle(self) -> bool:
+        h = nx.DiGraph()
+        h.add_edges_from((u, v) for u, v, d in self.g.edges(data=True) if WR in d["t"])
+        return any(len(c) > 1 for c in nx.strongly_connected_components(h))
+
+
+SENT2 = re.compile(r"sent value (\S+) to key (\S+?) \(micro-op")
+
+
+NEXT2 = re.compile(r"next committed record of key (\S+) is value (\S+) at offset")
+
+
+def check_example(ref: LineRef, name: str, ex: dict[str, Any], check_ww: bool = True) -> None:
+    """A simple cycle of real edges of the named types, with the right key and values."""
+    cyc = [ref.by_index[i] for i in ex["cycle"]]
+    kinds = ex["edges"]
+    assert len(cyc) == len(kinds) >= 2 and len(ex["steps"]) == min(len(kinds), 30), ex
+    assert len(set(cyc)) == len(cyc), ("a cycle visits an op twice", ex["explanation"])
+    for i, kind in enumerate(kinds):
+        u, v = cyc[i], cyc[(i + 1) % len(cyc)]
+        assert ref.committed[u] and ref.committed[v], ex["explanation"]
+        if kind == WW and not check_ww:
+            continue
+        assert ref.g.has_edge(u, v) and kind in ref.g[u][v]["t"], (i, kind, ex["explanation"])
+        if i >= 30:
+            continue  # steps past MAX_STEPS are not explained in text
+        text = ex["steps"][i]
+        if kind == WR:
+            m = SENT2.search(text)
+            assert m, text
+            val, key = json.loads(m.group(1)), m.group(2)
+            assert ref.writer.get((key, val)) == u, text
+            assert any(k == key and x == val for k, _o, x in ref.ops[v]["reads"]), text
+        elif kind == WW:
+            m, n = SENT2.search(text), NEXT2.search(text)
+            assert m and n, text
+            hop = (m.group(2), json.loads(m.group(1)), json.loads(n.group(2)))
+            assert hop in ref.ww_at[(u, v)], (text, ref.ww_at[(u, v)])
+        else:
+            assert kind == RT, kinds
+            a, b = ref.ops[u], ref.ops[v]
+            assert a["type"] == "ok" and a["comp"] < b["inv"], text
+    ks = set(kinds)
+    want = {
+        "G0": ks == {WW},
+        "G1c": WR in ks and ks <= {WW, WR},
+        "G0-realtime": RT in ks and ks <= {WW, RT},
+        "G1c-realtime": {WR, RT} <= ks,
+    }[name]
+    assert want, (name, kinds, ex["explanation"])
+    assert ex["wr_only"] == (WR in ks and WW not in ks), ex
+
+
+def check_all(lines: list[Line], ww: bool, **opts: Any) -> tuple[dict[str, Any], LineRef]:
+    res = run_all_examples(lines, ww_deps=ww, **opts)
+    ref = LineRef(lines, ww)
+    assert bad_cycle(res) == ref.bad(), (ww, explain(res))
+    assert not {"G0", "G0-realtime"} & set(res["bad_error_types"])
+    if not ww:
+        assert not {"G0", "G0-realtime"} & cycle_types(res)
+    for name in cycle_types(res):
+        for ex in res["anomalies"][name]["examples"]:
+            check_example(ref, name, ex, check_ww=not ref.conflicted)
+    return res, ref
+
+
+def big_history(
+    rng: random.Random,
+    n_ops: int,
+    n_procs: int,
+    n_keys: int,
+    future_p: float,
+    dup_p: float = 0.0,
+    conflict_p: float = 0.0,
+    no_invoke_p: float = 0.1,
+) -> list[Line]:
+    """Processes run ops one after another (overlapping across processes); each key's
+    log is its values in (jittered) invoke order with holes; reads come from the log
+    prefix written so far, or (future_p) from anywhere in it."""
+    keys = [f"k{i}" for i in range(n_keys)]
+    free = [0.0] * n_procs
+    pid = list(range(n_procs))
+    next_pid = n_procs
+    nv = 0
+    ops: list[dict[str, Any]] = []
+    for _ in range(n_ops):
+        s = rng.randrange(n_procs)
+        t0 = free[s] + rng.random()
+        t1 = t0 + rng.random() * rng.choice([0.5, 2.0, 6.0])
+        f = rng.choice(["send", "poll", "txn", "txn"])
+        outcome = rng.choices(["ok", "info", "fail", "never"], [12, 3, 2, 1])[0]
+        sends = []
+        if f != "poll":
+            for _ in range(rng.randint(1, 3)):
+                nv += 1
+                sends.append((rng.choice(keys), nv))
+        ops.append({"p": pid[s], "f": f, "outcome": outcome, "sends": sends, "t0": t0, "t1": t1})
+        free[s] = t1
+        if outcome == "never":
+            pid[s] = next_pid
+            next_pid += 1
+    offset: dict[tuple[str, int], int] = {}
+    vis: dict[int, float] = {}
+    for o in ops:
+        for _k, v in o["sends"]:
+            # visible once its writer completed (a commit); never completed: later
+            vis[v] = o["t1"] if o["outcome"] != "never" else o["t0"] + rng.random() * 4
+    order: dict[str, list[tuple[float, int]]] = {}
+    for k in keys:
+        vals = sorted(
+            (o["t0"] + rng.random() * 2, v) for o in ops for kk, v in o["sends"] if kk == k
+        )
+        off = 0
+        for _t, v in vals:
+            off += rng.choice([0, 0, 0, 1])  # holes: markers, aborted records
+            offset[(k, v)] = off
+            off += 1
+        dups = []
+        for t, v in vals:
+            if rng.random() < dup_p:  # the value lands again, later (a producer retry)
+                offset.setdefault((k, -v), off)
+                dups.append((t + 3, -v))
+                off += 1
+        order[k] = sorted(vals + dups)
+
+    def at(k: str, v: int) -> int:
+        o = offset[(k, v)] if v > 0 else offset[(k, -v)]
+        return o + 1 if rng.random() < conflict_p else o
+
+    def real(v: int) -> int:
+        return abs(v)
+
+    lines_t: list[tuple[float, int, Line]] = []
+    for o in ops:
+        f = o["f"]
+        inv_mops: list[Any] = [isnd(k, v) for k, v in o["sends"]]
+        comp_mops: list[Any] = []
+        for k, v in o["sends"]:
+            r = rng.random()
+            ack: int | None = offset[(k, v)] if r < 0.8 else None if r < 0.95 else -1
+            if o["outcome"] != "ok" and rng.random() < 0.2:
+                continue  # a partial completion: the invoke announced it
+            comp_mops.append(snd(k, ack, v))
+        if f != "send":
+            recs: dict[str, list[list[Any]]] = {}
+            for k in rng.sample(keys, rng.randint(1, n_keys)):
+                vals = order[k]
+                if rng.random() >= future_p:  # only what was committed by now
+                    vals = [(t, v) for t, v in vals if vis[abs(v)] < o["t1"]]
+                if not vals or rng.random() < 0.2:
+                    continue
+                a = rng.randrange(len(vals))
+                run_ = vals[a : a + rng.randint(1, 4)]
+                recs[k] = [[(at(k, v) if rng.random() < 0.9 else None), real(v)] for _t, v in run_]
+            poll = pl(recs)
+            if f == "poll":
+                comp_mops = [poll]
+                inv_mops = [["poll"]]
+            else:
+                j = rng.randint(0, len(comp_mops))
+                comp_mops.insert(j, poll)
+                inv_mops.insert(min(j, len(inv_mops)), ["poll"])
+        if o["outcome"] == "never" or rng.random() >= no_invoke_p:
+            lines_t.append((o["t0"], 0, inv(o["p"], f, inv_mops)))
+        if o["outcome"] != "never":
+            extra = {"error": "timeout"} if o["outcome"] == "info" else {}
+            lines_t.append((o["t1"], 1, op(o["p"], o["outcome"], f, comp_mops, **extra)))
+    lines_t.sort(key=lambda x: (x[0], x[1]))
+    lines = [ln for _t, _k, ln in lines_t]
+    if rng.random() < 0.3:
+        lines.insert(rng.randint(0, len(lines)), ok(999, "assign", keys))
+        lines.insert(rng.randint(0, len(lines)), op("nemesis", "info", "kill", "n1"))
+    return lines
+
+
+FUZZ2 = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@FUZZ2
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_ops=st.integers(20, 200),
+    n_procs=st.integers(2, 8),
+    n_keys=st.integers(2, 6),
+    future_p=st.sampled_from([0.0, 0.0, 0.002, 0.01, 0.1]),
+    dup_p=st.sampled_from([0.0, 0.0, 0.1]),
+)
+def test_verdict_and_examples_match_the_full_graph(
+    seed: int, n_ops: int, n_procs: int, n_keys: int, future_p: float, dup_p: float
+) -> None:
+    lines = big_history(random.Random(seed), n_ops, n_procs, n_keys, future_p, dup_p)
+    for ww in (True, False):
+        check_all(lines, ww)
+
+
+@FUZZ2
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_ops=st.integers(20, 120),
+    n_keys=st.integers(2, 4),
+)
+def test_verdict_with_inconsistent_offsets_matches_the_full_graph(
+    seed: int, n_ops: int, n_keys: int
+) -> None:
+    """Offsets that disagree (a read names a neighbour's offset): wr edges still come
+    from the values read, so the bad verdict must not change."""
+    lines = big_history(random.Random(seed), n_ops, 4, n_keys, 0.005, 0.05, conflict_p=0.1)
+    for ww in (True, False):
+        check_all(lines, ww)
+
+
+def test_split_walk_reference_has_a_g1c_realtime_cycle() -> None:
+    ref = LineRef(split_walk_history())
+    idx = {ref.ops[i]["index"]: i for i in range(len(ref.ops))}
+    cyc = [idx[8], idx[6], idx[9], idx[4], idx[11]]  # A B D1 D2 E, by completion line
+    kinds = [ref.g[u][cyc[(i + 1) % 5]]["t"] for i, u in enumerate(cyc)]
+    assert kinds == [{WR}, {WW}, {WW}, {RT}, {WW}]
+    assert not ref.bad()
+
+
+def test_split_walk_is_valid_and_names_g1c_and_g0_realtime() -> None:
+    res, _ref = check_all(split_walk_history(), True)
+    assert res["valid"] is True and {"G1c", "G0-realtime"} <= cycle_types(res), explain(res)
+
+
+def two_groups(n: int, back_edge: bool) -> list[Line]:
+    """Group 1: n txns all invoked, then all completed; group 2 likewise, afterwards:
+    every group-1 op precedes every group-2 op in real time (n*n realtime edges).
+    Group-2 ops read group-1 values (forward wr). With back_edge, the first group-1 op
+    also read a value the first group-2 op wrote: a G1c-realtime (read from the future)."""
+    keys = ["a", "b", "c", "d"]
+    lines: list[Line] = []
+    offs = dict.fromkeys(keys, 0)
+    acks: dict[int, tuple[str, int]] = {}
+    for i in range(2 * n):
+        k = keys[i % 4]
+        acks[i] = (k, offs[k])
+        offs[k] += 1
+    for g in (0, 1):
+        ids = range(g * n, (g + 1) * n)
+        for i in ids:
+            lines.append(inv(i, "txn", [["poll"], isnd(acks[i][0], 10_000 + i)]))
+        for i in ids:
+            recs: dict[str, list[list[Any]]] = {}
+            if g == 1:
+                j = (i * 7) % n  # a group-1 value
+                recs[acks[j][0]] = [[acks[j][1], 10_000 + j]]
+            elif back_edge and i == 0:
+                recs[acks[n][0]] = [[acks[n][1], 10_000 + n]]
+            lines.append(ok(i, "txn", [pl(recs), snd(acks[i][0], acks[i][1], 10_000 + i)]))
+    return lines
+
+
+@pytest.mark.parametrize("back_edge", [False, True])
+def test_two_concurrent_groups_of_500(back_edge: bool) -> None:
+    lines = two_groups(500, back_edge)
+    t = time.monotonic()
+    res = run_all_examples(lines)
+    took = time.monotonic() - t
+    print(f"two groups of 500, back_edge={back_edge}: {took:.2f} s")
+    assert took < 20, took
+    assert bad_cycle(res) is back_edge, explain(res)
+    if back_edge:
+        ex = res["anomalies"]["G1c-realtime"]["examples"][0]
+        assert sorted(ex["cycle"]) == [500, 1500], ex["explanation"]  # the two ops' oks
+        ref = LineRef(lines, False)
+        assert ref.bad()
+        check_example(ref, "G1c-realtime", ex)
+        assert "value 10500" in ex["explanation"], ex["explanation"]
+
+
+def test_long_visibility_chain_within_between_is_g1c() -> None:
+    lines = long_visibility_chain(50)
+    for ww in (True, False):
+        res, ref = check_all(lines, ww)
+        assert ref.wr_only_cycle() and res["valid"] is False
+        assert {"G1c", "G1c-realtime"} <= set(res["bad_error_types"]), explain(res)
+        ex = res["anomalies"]["G1c"]["examples"][0]
+        assert len(ex["cycle"]) == 52 and ex["wr_only"] is True

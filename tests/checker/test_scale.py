@@ -1,20 +1,6 @@
-"""Audit of the checker on pathological and large histories: bounded verdicts.
-
-results.json must hold, per anomaly type, the exact count and a few telling
-examples (never thousands); the human summary must stay a few lines; the cycle
-search is bounded per component (cycle-search-timeout rather than a hang), and a
-cycle it has found must not be thrown away because the budget ran out later.
-
-Each history here is a small, fast version (a few thousand ops) of a shape a
-generator of valid histories would never produce: every value duplicated, every
-poll skipping, thousands of processes, never-completed invokes, all-info and
-all-fail histories, long string values, a huge ring of circular visibility, a
-long realtime chain with back edges, readers of the future in bulk, thousands of
-stuck keys or distinct error strings, one consumer assigned thousands of keys.
-The big versions (up to 1,000,000 ops) were measured outside the suite; their
-numbers are in the audit report.
-
-Problems found are `xfail(strict=True)`: they pass once fixed.
+"""The checker on pathological and large histories: every value at two offsets, every
+poll skipping, thousands of processes, never-completed invokes, huge rings under a
+cycle-search budget; examples and summaries stay bounded and the time near-linear.
 """
 
 from __future__ import annotations
@@ -27,14 +13,10 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check_file
 from ktrial.cli import main
-from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd
-
-Line = dict[str, Any]
+from ktrial.tests.checker.common import poll_pair
+from ktrial.tests.histlines import Line, fail, info, inv, ok, pl, snd
 
 MAX_EX = 8  # the default --max-examples
-
-
-# ================================================================ helpers
 
 
 def write(path: Path, lines: list[Line], step_ns: int = 1_000_000) -> Path:
@@ -48,7 +30,7 @@ def run(tmp_path: Path, lines: list[Line], step_ns: int = 1_000_000, **opts: Any
     return check_file(write(tmp_path / "history.jsonl", lines, step_ns), CheckOptions(**opts))
 
 
-def cli(
+def check_cli(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, lines: list[Line], *args: str
 ) -> tuple[int, str, dict[str, Any]]:
     """`ktrial check` in-process: (exit code, stdout, results.json)."""
@@ -80,13 +62,6 @@ def sends(key: str, n: int, p: Any = 0, stride: int = 1) -> list[Line]:
     return out
 
 
-def poll(p: Any, recs: dict[str, list[list[Any]]], typ: str = "ok") -> list[Line]:
-    return [inv(p, "poll", [["poll"]]), op(p, typ, "poll", [pl(recs)])]
-
-
-# ================================================================ shapes
-
-
 def ring(n: int) -> list[Line]:
     """n concurrent transactions; txn i sends key k<i> and reads txn i+1's value: one
     wr-only cycle of length n (circular visibility, always bad)."""
@@ -110,7 +85,7 @@ def rt_back(n: int) -> list[Line]:
             inv(0, "txn", [["send", f"k{i}", i], ["poll"]]),
             ok(0, "txn", [snd(f"k{i}", 0, i), pl(recs)]),
         ]
-    lines += poll(1, {"k0": [[0, 0]], "k1": [[0, 1]]})
+    lines += poll_pair(1, {"k0": [[0, 0]], "k1": [[0, 1]]})
     return lines
 
 
@@ -125,15 +100,12 @@ def future_readers(m: int) -> list[Line]:
     return lines
 
 
-# ================================================================ counts exact, examples capped
-
-
 def test_every_value_at_two_offsets(tmp_path: Path) -> None:
     n = 1500
     lines = [inv(1, "assign", ["a"]), ok(1, "assign", ["a"]), *sends("a", n, stride=2)]
     recs = [[j, j // 2] for j in range(2 * n)]  # value v at offsets 2v and 2v+1
     for s in range(0, len(recs), 100):
-        lines += poll(1, {"a": recs[s : s + 100]})
+        lines += poll_pair(1, {"a": recs[s : s + 100]})
     res = run(tmp_path, lines)
     assert res["valid"] is False
     # value v acknowledged at 2v and also read at 2v+1: only duplicates
@@ -153,7 +125,7 @@ def test_every_offset_two_values(tmp_path: Path) -> None:
     for i in range(n):
         lines += [inv(0, "send", [["send", "a", i]]), ok(0, "send", [snd("a", i, i)])]
         lines += [inv(1, "send", [["send", "a", n + i]]), ok(1, "send", [snd("a", i, n + i)])]
-    lines += poll(2, {"a": [[i, i] for i in range(n)]})
+    lines += poll_pair(2, {"a": [[i, i] for i in range(n)]})
     res = run(tmp_path, lines)
     c = counts(res)
     assert c["inconsistent-offsets"] == n
@@ -168,12 +140,12 @@ def test_every_poll_skips_and_repeats(tmp_path: Path) -> None:
     n = 1200
     lines = [inv(1, "assign", ["a"]), ok(1, "assign", ["a"]), *sends("a", n)]
     lines += [inv(2, "assign", ["a"]), ok(2, "assign", ["a"])]
-    lines += poll(2, {"a": [[i, i] for i in range(n)]})  # a full reader: nothing is lost
+    lines += poll_pair(2, {"a": [[i, i] for i in range(n)]})  # a full reader: nothing is lost
     for i in range(0, n, 2):
-        lines += poll(1, {"a": [[i, i]]})  # process 1 skips every other record
+        lines += poll_pair(1, {"a": [[i, i]]})  # process 1 skips every other record
     lines += [inv(3, "assign", ["a"]), ok(3, "assign", ["a"])]
     for _ in range(300):
-        lines += poll(3, {"a": [[0, 0]]})  # process 3 repeats offset 0
+        lines += poll_pair(3, {"a": [[0, 0]]})  # process 3 repeats offset 0
     res = run(tmp_path, lines)
     c = counts(res)
     assert c == {"poll-skip": n // 2 - 1, "nonmonotonic-poll": 299}
@@ -191,7 +163,7 @@ def test_every_poll_skips_and_repeats(tmp_path: Path) -> None:
 def test_max_examples_respected(tmp_path: Path, k: int) -> None:
     n = 300
     lines = sends("a", n)
-    lines += poll(1, {"a": [[i, i] for i in range(1, n, 2)]})  # every even value lost
+    lines += poll_pair(1, {"a": [[i, i] for i in range(1, n, 2)]})  # every even value lost
     res = run(tmp_path, lines, max_examples=k)
     assert counts(res)["lost-write"] == n // 2  # each even value has a later read
     for a in res["anomalies"].values():
@@ -200,7 +172,7 @@ def test_max_examples_respected(tmp_path: Path, k: int) -> None:
 
 def test_one_poll_returns_everything(tmp_path: Path) -> None:
     n = 10_000
-    lines = sends("a", n) + poll(1, {"a": [[i, i] for i in range(n)]})
+    lines = sends("a", n) + poll_pair(1, {"a": [[i, i] for i in range(n)]})
     res = run(tmp_path, lines)
     assert res["valid"] is True and res["error_types"] == []
     assert res["stats"]["reads"] == n and res["stats"]["writes"] == n
@@ -210,7 +182,7 @@ def test_one_poll_returns_everything_backwards(tmp_path: Path) -> None:
     n = 3000
     lines = sends("a", n)
     lines += [inv(1, "assign", ["a"]), ok(1, "assign", ["a"])]
-    lines += poll(1, {"a": [[i, i] for i in reversed(range(n))]})
+    lines += poll_pair(1, {"a": [[i, i] for i in reversed(range(n))]})
     res = run(tmp_path, lines)
     assert counts(res) == {"int-nonmonotonic-poll": n - 1}
     assert_bounded_examples(res)
@@ -229,7 +201,9 @@ def test_many_keys_few_values(tmp_path: Path) -> None:
     keys = [f"k{k}" for k in range(nk)]
     lines += [inv(999, "assign", keys), ok(999, "assign", keys)]
     for s in range(0, nk, 250):
-        lines += poll(999, {f"k{k}": [[j, 3 * k + j] for j in range(3)] for k in range(s, s + 250)})
+        lines += poll_pair(
+            999, {f"k{k}": [[j, 3 * k + j] for j in range(3)] for k in range(s, s + 250)}
+        )
     res = run(tmp_path, lines)
     assert res["valid"] is True and res["error_types"] == []
     assert res["stats"]["keys"] == nk
@@ -241,7 +215,7 @@ def test_thousands_of_processes_one_op_each(tmp_path: Path) -> None:
     for i in range(n):
         lines += [inv(10 + i, "send", [["send", "a", i]]), ok(10 + i, "send", [snd("a", i, i)])]
     for i in range(n):
-        lines += poll(10 + n + i, {"a": [[i, i]]})
+        lines += poll_pair(10 + n + i, {"a": [[i, i]]})
     res = run(tmp_path, lines)
     assert res["valid"] is True and res["error_types"] == []
 
@@ -260,7 +234,7 @@ def test_invokes_never_completed_one_read(tmp_path: Path) -> None:
     others are not lost (they may never have happened)."""
     n = 2000
     lines = [inv(i, "send", [["send", "a", i]]) for i in range(n)]
-    lines += poll(n + 1, {"a": [[i, i] for i in range(0, n, 2)]})
+    lines += poll_pair(n + 1, {"a": [[i, i] for i in range(0, n, 2)]})
     res = run(tmp_path, lines)
     assert res["valid"] is True, counts(res)
 
@@ -271,7 +245,7 @@ def test_only_failed_ops(tmp_path: Path) -> None:
     for i in range(n):
         lines += [inv(i % 10, "send", [["send", "a", i]]), fail(i % 10, "send", [snd("a", i, i)])]
     for i in range(0, n, 100):
-        lines += poll(50, {"a": [[j, j] for j in range(i, i + 100)]}, typ="fail")
+        lines += poll_pair(50, {"a": [[j, j] for j in range(i, i + 100)]}, typ="fail")
     res = run(tmp_path, lines)
     assert res["bad_error_types"] == []
     assert res["metrics"]["counts"]["send"]["fail"] == n
@@ -282,7 +256,7 @@ def test_aborted_values_read_by_ok_polls_many(tmp_path: Path) -> None:
     lines: list[Line] = []
     for i in range(n):
         lines += [inv(i % 10, "send", [["send", "a", i]]), fail(i % 10, "send", [snd("a", i, i)])]
-    lines += poll(50, {"a": [[i, i] for i in range(n)]})
+    lines += poll_pair(50, {"a": [[i, i] for i in range(n)]})
     res = run(tmp_path, lines)
     assert counts(res) == {"G1a": n}
     assert_bounded_examples(res)
@@ -295,12 +269,9 @@ def test_long_string_values(tmp_path: Path) -> None:
         v = f"{i:06d}" + "x" * 300
         lines += [inv(0, "send", [["send", "a", v]]), ok(0, "send", [snd("a", i, v)])]
         if i % 2:
-            lines += poll(1, {"a": [[i - 1, f"{i - 1:06d}" + "x" * 300], [i, v]]})
+            lines += poll_pair(1, {"a": [[i - 1, f"{i - 1:06d}" + "x" * 300], [i, v]]})
     res = run(tmp_path, lines)
     assert res["valid"] is True and res["error_types"] == []
-
-
-# ================================================================ the summary and results.json
 
 
 def test_summary_is_a_few_lines_with_many_anomaly_types(
@@ -309,11 +280,11 @@ def test_summary_is_a_few_lines_with_many_anomaly_types(
     n = 1000
     lines = [inv(1, "assign", ["a"]), ok(1, "assign", ["a"]), *sends("a", n)]
     for i in range(0, n, 2):
-        lines += poll(1, {"a": [[i, i]]})  # skips, and every odd value lost
+        lines += poll_pair(1, {"a": [[i, i]]})  # skips, and every odd value lost
     for i in range(n):
         lines += [inv(2, "send", [["send", "b", i]]), ok(2, "send", [snd("b", 0, i)])]
-    lines += poll(3, {"b": [[0, 0]]})
-    code, out, res = cli(capsys, tmp_path, lines)
+    lines += poll_pair(3, {"b": [[0, 0]]})
+    code, out, res = check_cli(capsys, tmp_path, lines)
     assert code == 1
     assert {"poll-skip", "lost-write", "inconsistent-offsets", "unseen"} <= set(res["error_types"])
     assert len(out.splitlines()) < 40
@@ -324,21 +295,28 @@ def test_summary_is_a_few_lines_with_many_anomaly_types(
 def test_summary_bounded_for_a_long_cycle(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, out, res = cli(capsys, tmp_path, ring(200))
+    code, out, res = check_cli(capsys, tmp_path, ring(200))
     assert code == 1 and "G1c" in res["bad_error_types"]
     # 200-op circular visibility: 36 KB of summary on one line today
     assert len(out) < 16_000
 
 
-def test_liveness_violations_capped(tmp_path: Path) -> None:
-    nk = 2000
+def one_send_per_key(nk: int) -> list[Line]:
+    """Keys k0..k<nk-1> get one acknowledged value each (value k at offset 0), from 50
+    producers."""
     lines: list[Line] = []
     for k in range(nk):
         lines += [
             inv(k % 50, "send", [["send", f"k{k}", k]]),
             ok(k % 50, "send", [snd(f"k{k}", 0, k)]),
         ]
-    lines += poll(1000, {"k0": [[0, 0]]})
+    return lines
+
+
+def test_liveness_violations_capped(tmp_path: Path) -> None:
+    nk = 2000
+    lines = one_send_per_key(nk)
+    lines += poll_pair(1000, {"k0": [[0, 0]]})
     res = run(tmp_path, lines, step_ns=1_000_000_000, stuck_s=5.0)
     live = res["metrics"]["liveness"]
     assert live["stuck_partitions"]["stuck_keys"] >= nk - 10
@@ -348,13 +326,8 @@ def test_liveness_violations_capped(tmp_path: Path) -> None:
 
 def test_liveness_bad_stuck_keys_counted_examples_capped(tmp_path: Path) -> None:
     nk = 500
-    lines: list[Line] = []
-    for k in range(nk):
-        lines += [
-            inv(k % 50, "send", [["send", f"k{k}", k]]),
-            ok(k % 50, "send", [snd(f"k{k}", 0, k)]),
-        ]
-    lines += poll(1000, {f"k{k}": [[0, k]] for k in range(nk)})
+    lines = one_send_per_key(nk)
+    lines += poll_pair(1000, {f"k{k}": [[0, k]] for k in range(nk)})
     res = run(tmp_path, lines, step_ns=1_000_000_000, stuck_s=5.0, liveness_bad=True)
     c = counts(res)
     stuck = res["metrics"]["liveness"]["stuck_partitions"]["stuck_keys"]
@@ -377,7 +350,7 @@ def test_info_causes_bounded(tmp_path: Path) -> None:
                 " creation",
             ),
         ]
-    lines += poll(99, {})
+    lines += poll_pair(99, {})
     res = run(tmp_path, lines)
     causes = res["metrics"]["info_causes"]
     assert sum(causes.values()) == n
@@ -388,15 +361,12 @@ def test_realtime_lag_per_consumer_capped(tmp_path: Path) -> None:
     n = 400
     lines = sends("a", 1)
     for p in range(n):
-        lines += poll(100 + p, {"a": [[0, 0]]})
+        lines += poll_pair(100 + p, {"a": [[0, 0]]})
     res = run(tmp_path, lines)
     assert res["valid"] is True
     per = res["metrics"]["realtime_lag"].get("per_consumer")
     if per is not None:
         assert len(per) <= 100
-
-
-# ================================================================ cycle search bounds
 
 
 def test_cycle_timeout_reported_as_unknown(tmp_path: Path) -> None:
@@ -412,7 +382,7 @@ def test_cycle_timeout_reported_as_unknown(tmp_path: Path) -> None:
 
 
 def test_cycle_timeout_exit_code(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, res = cli(capsys, tmp_path, ring(1000), "--cycle-timeout", "0.0005")
+    code, out, res = check_cli(capsys, tmp_path, ring(1000), "--cycle-timeout", "0.0005")
     assert code == 2 and res["valid"] == "unknown"
     assert "cycle-search-timeout" in out
     assert len(out) < 4000
@@ -468,18 +438,15 @@ def test_future_readers_bounded_by_cycle_timeout(tmp_path: Path) -> None:
     assert took < 4.0, took
 
 
-# ================================================================ scaling
-
-
 def _dup_history(n: int) -> list[Line]:
     lines = [inv(1, "assign", ["a"]), ok(1, "assign", ["a"]), *sends("a", n, stride=2)]
     recs = [[j, j // 2] for j in range(2 * n)]
     for s in range(0, len(recs), 100):
-        lines += poll(1, {"a": recs[s : s + 100]})
+        lines += poll_pair(1, {"a": recs[s : s + 100]})
     return lines
 
 
-def _timed(tmp_path: Path, name: str, lines: list[Line]) -> float:
+def _timed_scale(tmp_path: Path, name: str, lines: list[Line]) -> float:
     path = write(tmp_path / name, lines)
     best = float("inf")
     for _ in range(2):
@@ -490,8 +457,8 @@ def _timed(tmp_path: Path, name: str, lines: list[Line]) -> float:
 
 
 def test_scaling_many_duplicates_is_near_linear(tmp_path: Path) -> None:
-    small = _timed(tmp_path, "s.jsonl", _dup_history(1500))
-    big = _timed(tmp_path, "b.jsonl", _dup_history(6000))
+    small = _timed_scale(tmp_path, "s.jsonl", _dup_history(1500))
+    big = _timed_scale(tmp_path, "b.jsonl", _dup_history(6000))
     assert big < 10 * max(small, 0.05), (small, big)
 
 
@@ -503,12 +470,12 @@ def _wide_consumer(k: int) -> list[Line]:
     keys = [f"k{i}" for i in range(k)]
     lines += [inv(1, "assign", keys), ok(1, "assign", keys)]
     for i in range(k):
-        lines += poll(1, {f"k{i}": [[0, i]]})
+        lines += poll_pair(1, {f"k{i}": [[0, i]]})
     return lines
 
 
 def test_scaling_wide_consumer_is_near_linear(tmp_path: Path) -> None:
-    small = _timed(tmp_path, "s.jsonl", _wide_consumer(200))
-    big = _timed(tmp_path, "b.jsonl", _wide_consumer(800))
+    small = _timed_scale(tmp_path, "s.jsonl", _wide_consumer(200))
+    big = _timed_scale(tmp_path, "b.jsonl", _wide_consumer(800))
     # 4x the input; linear would be ~4x, quadratic is ~16x
     assert big < 8 * max(small, 0.05), (small, big)

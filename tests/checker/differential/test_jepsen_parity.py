@@ -1,34 +1,8 @@
-"""Audit: parity with Jepsen's Kafka checker (jepsen.tests.kafka), analysis by analysis.
+"""The checker against Jepsen's Kafka checker rules (jepsen.tests.kafka), rule by rule.
 
-For each analysis of jepsen/tests/kafka.clj the rule Jepsen applies (which op types
-count, what resets state, how positions are compared) is probed at its boundaries
-with small hand-written histories, in ktrial's JSONL and, where it matters, in
-Jepsen's own EDN spelling. Where ktrial agrees with Jepsen the test pins it; where
-it differs and DESIGN.md section 3 / docs/anomalies.md justify it, the test pins
-ktrial's behaviour and says "justified"; an unjustified difference, or a defect
-found on the way, is `xfail(strict=True)`.
-
-Jepsen's rules (function names of kafka.clj):
-
-* version-orders: sends of must-have-committed? ops (ok, or info with a value read
-  by an ok op), polls of every op (ok/info/fail); positions are dense indices.
-* lost-write-cases: bound = latest first-index of any value ok ops read; values
-  whose *last* index is <= bound must have been read by an ok op, if their writer
-  must have committed.
-* unseen: values of ok sends that no ok op read.
-* g1a-cases: ok txn/poll ops reading a value a failed op wrote.
-* precommitted-read-cases: any op (ok, info, fail) that read a value it sent.
-* poll-skip+nonmonotonic-cases-per-process: per process, the last value of the last
-  *ok* op that read k against the first value of the next read of k; ok/info
-  assign/subscribe keep only the keys they name; fail and invoke ones do nothing.
-* int-poll-skip+nonmonotonic-cases: every op, consecutive reads of a key inside it,
-  keys of its :rebalance-log excepted.
-* nonmonotonic-send-cases: per process, ok/info ops only; the previous op's last
-  send to k against this op's first send to k; delta < 1 is an error.
-* int-send-skip+nonmonotonic-cases: consecutive sends to a key inside one op.
-* graph: ww (version order), wr (every reader), realtime (Elle); G0/G1c/-realtime.
-* realtime-lag: per key the time each offset was known to exist; an ok poll
-  invoked at t having read up to o is t - (when o+1 was known) stale.
+Each analysis is fed the shapes Jepsen's code distinguishes, in both history formats
+(JSON lines and Jepsen's EDN); where ktrial deliberately differs, the test says
+"Justified difference" and pins ktrial's rule (docs/anomalies.md lists them).
 """
 
 from __future__ import annotations
@@ -40,13 +14,7 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check, check_file
 from ktrial.histories.edn import iter_any_history
-from ktrial.tests.histlines import fail, info, inv, ok, op, pl, snd, types
-
-Line = dict[str, Any]
-S = 1_000_000_000
-
-
-# ================================================================ helpers
+from ktrial.tests.histlines import Line, S, fail, info, inv, ok, op, pl, snd, types
 
 
 def _edn(x: Any) -> str:
@@ -100,15 +68,13 @@ def pick(ex: dict[str, Any], *keys: str) -> tuple[Any, ...]:
 
 FMTS = pytest.mark.parametrize("fmt", ["jsonl", "edn"])
 
+
 # x: a@0 b@1 c@2, one ok send by process 0
 ABC = ok(0, "send", [snd("x", 0, "a"), snd("x", 1, "b"), snd("x", 2, "c")])
 
 
 def read_all_x(process: int = 9) -> Line:
     return ok(process, "poll", [pl({"x": [[0, "a"], [1, "b"], [2, "c"]]})])
-
-
-# ================================================= version-orders, inconsistent-offsets
 
 
 def test_vo_failed_send_offset_is_not_log_truth(tmp_path: Path) -> None:
@@ -185,9 +151,6 @@ def test_vo_marker_holes_are_not_skips(tmp_path: Path, fmt: str) -> None:
     assert res["valid"] is True and res["error_types"] == []
 
 
-# ================================================================ duplicate
-
-
 def test_duplicate_failed_send_then_ok_retry_is_not_a_duplicate(tmp_path: Path) -> None:
     res = run(
         tmp_path,
@@ -212,9 +175,6 @@ def test_duplicate_committed_info_ack_against_poll(tmp_path: Path) -> None:
     ex = examples(res, "duplicate")[0]
     assert pick(ex, "key", "value", "offsets", "count") == ("x", 7, [3, 4], 2)
     assert "3" in ex["explanation"] and "4" in ex["explanation"]
-
-
-# ================================================================ lost-write
 
 
 def test_lost_write_bound_comes_from_ok_reads_only(tmp_path: Path) -> None:
@@ -290,9 +250,6 @@ def test_lost_write_ok_retry_of_an_info_send(tmp_path: Path, fmt: str) -> None:
     assert pick(examples(res, "lost-write")[0], "value", "offset", "writer") == ("v", 0, 1)
 
 
-# ================================================================ unseen
-
-
 def test_unseen_counts_only_ok_sends_and_ok_reads(tmp_path: Path) -> None:
     res = run(
         tmp_path,
@@ -308,9 +265,6 @@ def test_unseen_counts_only_ok_sends_and_ok_reads(tmp_path: Path) -> None:
     ex = examples(res, "unseen")
     assert [pick(e, "key", "values", "offsets", "ops") for e in ex] == [("x", ["a"], [0], [0])]
     assert res["metrics"]["unseen"]["final"] == 1
-
-
-# ================================================================ G1a
 
 
 def test_g1a_only_ok_readers_count(tmp_path: Path) -> None:
@@ -354,9 +308,6 @@ def test_g1a_justified_value_also_sent_by_an_ok_op(tmp_path: Path, ok_first: boo
     assert res["valid"] is True and res["error_types"] == []
 
 
-# ================================================================ precommitted-read
-
-
 @FMTS
 @pytest.mark.parametrize("typ", ["ok", "info", "fail"])
 def test_precommitted_read_in_every_op_type(tmp_path: Path, fmt: str, typ: str) -> None:
@@ -385,9 +336,6 @@ def test_precommitted_read_is_per_key(tmp_path: Path) -> None:
         ],
     )
     assert res["valid"] is True and res["error_types"] == []
-
-
-# ================================================== poll-skip / nonmonotonic-poll
 
 
 def test_poll_empty_read_of_a_key_does_not_reset(tmp_path: Path) -> None:
@@ -534,9 +482,6 @@ def test_poll_justified_failed_op_window(
         assert "offset 2" in ex["explanation"]  # how far the failed op read
 
 
-# ================================================== int-poll-skip / int-nonmonotonic-poll
-
-
 @FMTS
 @pytest.mark.parametrize("typ", ["fail", "info"])
 def test_int_poll_checks_every_op_type(tmp_path: Path, fmt: str, typ: str) -> None:
@@ -576,9 +521,6 @@ def test_int_poll_skip_across_an_unplaced_record_is_not_claimed(tmp_path: Path) 
         [ABC, ok(1, "poll", [pl({"x": [[0, "a"], [None, "zz"], [2, "c"]]})]), read_all_x(2)],
     )
     assert "int-poll-skip" not in types(res)[0]
-
-
-# ================================================== nonmonotonic-send
 
 
 def test_send_previous_last_against_next_first(tmp_path: Path) -> None:
@@ -689,9 +631,6 @@ def test_send_same_offset_explanation(tmp_path: Path) -> None:
     assert "same" in ex["explanation"]
 
 
-# ================================================== int-send-skip / int-nonmonotonic-send
-
-
 def test_int_send_justified_only_committed_ops(tmp_path: Path) -> None:
     """Justified difference: Jepsen's int-send checks every completed op; ktrial only
     ops that must have committed (docs/anomalies.md, Producer order)."""
@@ -729,9 +668,6 @@ def test_int_send_skip_is_reported_never_bad(tmp_path: Path) -> None:
         ["b"],
         2,
     )
-
-
-# ================================================== cycles
 
 
 def test_cycle_justified_uncommitted_info_ops_are_not_vertices(tmp_path: Path) -> None:
@@ -814,9 +750,6 @@ def test_cycle_g0_realtime_is_never_bad(tmp_path: Path) -> None:
     assert types(res) == ({"G0-realtime"}, set()) and res["valid"] is True
 
 
-# ================================================== realtime lag (Jepsen's docstring)
-
-
 def _timed(lines: list[tuple[float, Line]]) -> list[Line]:
     return [{**o, "time": int(t * S)} for t, o in lines]
 
@@ -873,9 +806,6 @@ def test_realtime_lag_crash_forgets_positions(tmp_path: Path) -> None:
     )
     lag = run(tmp_path, lines)["metrics"]["realtime_lag"]
     assert lag["per_consumer"]["1"] == 0.0
-
-
-# ================================================== unseen over time
 
 
 def test_unseen_over_time_follows_ok_ops(tmp_path: Path) -> None:
