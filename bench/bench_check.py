@@ -9,7 +9,7 @@ Usage (from the repository root):
 The history comes from the correct-log model (ktrial.testing.gen), streamed
 to disk: 10 keys, plain sends and transactions of 1-4 micro-ops, about 10% of
 ops polls reading many records each, aborts, info ops, crashes, null offsets,
-then a drain. "ops" counts history lines, as DESIGN.md section 2 does (one op
+then a drain. "ops" counts history lines, as docs/history-format.md does (one op
 per line: an invoke and its completion are two ops).
 
 Measured, each in a fresh child process so peak RSS is its own (os.wait4):

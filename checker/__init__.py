@@ -1,4 +1,4 @@
-"""ktrial.checker: a pure analysis of a history -> results (DESIGN.md section 3).
+"""ktrial.checker: a pure analysis of a history -> results (docs/anomalies.md).
 
 from ktrial.checker import CheckOptions, check, check_file
 results = check_file("store/queue/latest/history.jsonl", CheckOptions(sub_via="assign"))

@@ -17,12 +17,22 @@ from typing import Any
 
 from ..histories.jsonl import iter_flat, iter_history
 from ..histories.model import NEMESIS, Flat, Op
-from . import catalogue, cycles, liveness, metrics, order, visibility
+from . import catalogue, cycles, faults, liveness, metrics, order, visibility
 from .copy import check_copy, copy_section
 from .logs import build_logs
 from .options import CheckOptions
 from .prepare import Prepared, prepare
 from .results import combine
+from .window import (
+    JudgedWindow,
+    drain_start_in_history,
+    drain_started_ns,
+    had_drain,
+    judged_window,
+)
+
+# Nemesis ops that are bookkeeping, not faults (report/faults.py keeps the same list).
+NOT_FAULTS = frozenset({"node-stats", "quiet-period"})
 
 DEFAULT = CheckOptions()
 _first, _second = itemgetter(0), itemgetter(1)
@@ -31,7 +41,7 @@ _first, _second = itemgetter(0), itemgetter(1)
 def check(
     ops: Iterable[Op | Flat], opts: CheckOptions = DEFAULT, meta: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Check a history; return the results dict (DESIGN.md section 3).
+    """Check a history; return the results dict (docs/anomalies.md).
 
     A copy-workload history (test.json has a ``copy`` section, or ``opts.copy``) is
     also checked for exactly-once: eos-duplicate and eos-loss.
@@ -50,11 +60,11 @@ def check(
     try:
         nemesis: list[Op] = []
         p = prepare(_tap_nemesis(ops, nemesis))
-        res = analyse(p, opts, started, nemesis)
+        res = analyse(p, opts, started, nemesis, meta)
         if is_copy:
             assert copy_meta is not None
             merge_anomalies(res, check_copy(ops, copy_meta, opts.max_examples))  # type: ignore[arg-type]
-        return res
+        return faults.apply(res, meta, nemesis)  # faults asked for that did not happen
     finally:
         if was_enabled:
             gc.enable()
@@ -103,7 +113,11 @@ def _tap_nemesis(ops: Iterable[Op | Flat], sink: list[Op]) -> Iterator[Op | Flat
 
 
 def analyse(
-    p: Prepared, opts: CheckOptions, started: float, nemesis: Sequence[Op] = ()
+    p: Prepared,
+    opts: CheckOptions,
+    started: float,
+    nemesis: Sequence[Op] = (),
+    meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     sub_via = opts.sub_via or ("subscribe" if p.has_subscribe else "assign")
     limit = max(opts.max_examples, 1)
@@ -123,7 +137,8 @@ def analyse(
     cyc, timeouts, cycle_stats = cycles.find_cycles(p, logs, opts.ww_deps, opts.cycle_timeout_s)
     found.update(cyc)
     found["cycle-search-timeout"] = timeouts
-    live = liveness.liveness(p, logs, nemesis, opts)
+    judged = judged_window_of(p, nemesis, meta, opts)
+    live = liveness.liveness(p, logs, nemesis, opts, judged)
     if opts.liveness_bad:  # soak jobs: each violation type becomes a (bad) anomaly type
         found.update(liveness.violations_by_type(live))
     liveness.cap_violations(live)
@@ -145,12 +160,42 @@ def analyse(
         "info_causes": causes,
         "latency_ms": latency,
         "throughput": metrics.throughput(p),
-        "realtime_lag": metrics.realtime_lag(p, logs),
+        "realtime_lag": metrics.realtime_lag(p, logs, judged),
         "unseen": {"final": unseen_final, "over_time": unseen_pts},
         "liveness": live,
     }
+    if judged is not None:  # only then: results of bare histories keep their shape
+        res["metrics"]["judged_window"] = judged.to_json(p.first_time or 0)
     res["stats"] = _stats(p, logs, opts, sub_via, cycle_stats, started)
     return res
+
+
+def judged_window_of(
+    p: Prepared, nemesis: Sequence[Op], meta: dict[str, Any] | None, opts: CheckOptions
+) -> JudgedWindow | None:
+    """The judged window (checker/window.py) of this history, or None when the whole
+    history is judged (always so without test.json)."""
+    if not meta:
+        return None
+    faults = [
+        op.time
+        for op in nemesis
+        if op.type == "info" and op.f not in NOT_FAULTS and not liveness.is_heal(op.f)
+    ]
+    found = None
+    if had_drain(meta) and drain_started_ns(meta) is None:  # a run from before started_s
+        found = drain_start_in_history(
+            (r.process, r.inv_time, r.f == "assign" and r.seek) for r in p.ops
+        )
+    w = judged_window(
+        meta,
+        p.first_time,
+        p.last_time,
+        window_s=opts.liveness_window_s,
+        first_fault_ns=min(faults, default=None),
+        drain_start_ns=found,
+    )
+    return w if w.excluded else None
 
 
 def _stats(

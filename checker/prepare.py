@@ -7,7 +7,7 @@ records are folded into the key's log here and kept per op only as compact
 offsets (a ``range`` or an ``array``), plus their values when the log cannot
 give them back (null offsets, or values that disagreed with the log).
 
-Pairing rules (DESIGN.md section 2, and what other tools write):
+Pairing rules (docs/history-format.md, and what other tools write):
 * a completion pairs with the pending invoke of its process;
 * a completion without an invoke (hand-written histories often omit them) counts
   as invoked at its own position and time;

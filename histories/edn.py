@@ -7,7 +7,7 @@ its history as EDN, one op per line (``prn`` of each op), e.g.::
     #jepsen.history.Op{:index 1, :time 1300, :type :ok, :process 0, :f :poll,
                        :value [[:poll {3 [[0 5] [1 6]]}]], :rebalance-log [...]}
 
-The op model is the same as ktrial's (DESIGN.md section 2 borrowed it), so an op
+The op model is the same as ktrial's (docs/history-format.md borrowed it), so an op
 map only has to become JSON-shaped data and go through the JSONL reader's
 validation (:func:`.jsonl.op_from_json`); ``ktrial check`` then analyses it like
 one of its own histories. The translation:

@@ -1,4 +1,4 @@
-"""The op model of a ktrial history (DESIGN.md section 2).
+"""The op model of a ktrial history (docs/history-format.md).
 
 An op is one line of `history.jsonl`. Data ops (`send`, `poll`, `txn`) carry a
 list of micro-ops as their value; this module turns the loose JSON shapes into
@@ -61,7 +61,7 @@ Mop = Send | Poll
 
 
 class FormatError(ValueError):
-    """A value that does not have the shape DESIGN.md section 2 requires."""
+    """A value that does not have the shape docs/history-format.md requires."""
 
 
 class UnknownFError(FormatError):

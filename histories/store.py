@@ -1,7 +1,7 @@
 """The run store: `<store>/<test-name>/<YYYYmmddTHHMMSS>/` with a `latest` link per test.
 
 A run directory holds history.jsonl, test.json, results.json, report.html,
-plots/, junit.xml and logs/ (DESIGN.md section 2).
+plots/, junit.xml and logs/ (docs/history-format.md).
 """
 
 from __future__ import annotations

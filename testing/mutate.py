@@ -594,7 +594,7 @@ def nonmonotonic_send(g: Generated, rng: random.Random) -> Fault | None:
     t.op(w, "send", [["send", _ext(g, k), u2]], [["send", _ext(g, k), [o, u2]]])
     t.reader(g, r, k, [[o, u2], [o + 1, u1]])
     # The realtime edge first-send -> second-send plus the ww edge second -> first is
-    # a G0-realtime cycle, which DESIGN.md counts as normal, like G0.
+    # a G0-realtime cycle, which docs/design.md counts as normal, like G0.
     return Fault(
         "nonmonotonic-send",
         ops,

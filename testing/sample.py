@@ -1,7 +1,7 @@
 """A small synthetic run directory: for tests, the docs screenshot, and trying reports.
 
 `write_sample_run(path, anomalies=True)` writes history.jsonl, test.json and
-results.json shaped exactly like a real run's (DESIGN.md sections 2 and 3): two
+results.json shaped exactly like a real run's (docs/history-format.md and docs/anomalies.md): two
 producers and two consumers over three keys for a minute, a partition, a kill
 and a pause that never ends. With `anomalies`, results.json reports a lost
 write, a duplicate, a G1c cycle explained step by step and a benign G0; one op

@@ -1,4 +1,4 @@
-"""ktrial.workloads: op generators and client drivers (DESIGN.md section 4).
+"""ktrial.workloads: op generators and client drivers (docs/design.md, Workloads and drivers).
 
 A workload has three phases, each a method, so the run orchestration (trial.py)
 can put a nemesis, a heal and a wait around them:

@@ -38,7 +38,7 @@ class History:
         # ground truth per key: offset -> values (all polls, all acknowledged sends)
         self.log: dict[str, dict[int, set[str]]] = {}
         self.keys: set[str] = set()
-        # (sends count only of ops that must have committed: DESIGN.md section 3)
+        # (sends count only of ops that must have committed: docs/anomalies.md)
         done = [d for d in lines if d.get("type") != "invoke" and d.get("process") != "nemesis"]
         self.ok_reads: set[tuple[str, str]] = set()
         for d in done:

@@ -137,7 +137,7 @@ def test_jepsen_sub_via_set_with_subscribe_means_subscribe(given: Any) -> None:
     """Mutant: _norm_sub_via lets "assign" win over "subscribe" in Jepsen's set.
 
     Jepsen's :sub-via #{:assign :subscribe} runs both: consumers do subscribe and are
-    rebalanced, so poll-skip and nonmonotonic-poll are expected (DESIGN 3: "not with
+    rebalanced, so poll-skip and nonmonotonic-poll are expected (docs/anomalies.md: "not with
     subscribe")."""
     assert options_from_test_json({"sub_via": given}).sub_via == "subscribe"
     assert options_from_test_json({"workload": {"sub-via": given}}).sub_via == "subscribe"

@@ -228,7 +228,7 @@ def test_realtime_edges_start_only_at_ok_ops(tmp_path: Path) -> None:
     (candidate components) and in the cycle graph's realtime chain. Either alone is
     equivalent: the components gate the search, and the search uses the real edges.
 
-    DESIGN 3: realtime edges link an *ok* op to ops invoked after it completed. An
+    docs/anomalies.md: realtime edges link an *ok* op to ops invoked after it completed. An
     info transaction (commit timed out) may commit after its completion line, so
     a send invoked after it can land first: no G0-realtime, nothing at all."""
     res = run(
@@ -291,7 +291,7 @@ def test_read_from_the_future_is_bad_without_ww_deps(tmp_path: Path) -> None:
 
 def test_a_cycle_search_timeout_makes_the_verdict_unknown_not_false(tmp_path: Path) -> None:
     """Mutants: cycle-search-timeout becomes bad; or it no longer makes the verdict
-    unknown. DESIGN 3: valid is "unknown" if the cycle search timed out (and no bad
+    unknown. docs/anomalies.md: valid is "unknown" if the cycle search timed out (and no bad
     type occurred). A budget of a nanosecond cannot find the read-from-the-future
     cycle of test_read_from_the_future_is_bad_without_ww_deps."""
     res = run(

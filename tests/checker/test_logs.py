@@ -12,7 +12,7 @@ def test_a_failed_txn_never_committed_even_when_its_value_is_read(tmp_path: Path
     (Making must_have_committed() itself accept fail ops is an equivalent mutant:
     build_logs only asks it about info ops.)
 
-    DESIGN 3: an op must have committed when it is ok, or info and read; fail =
+    docs/anomalies.md: an op must have committed when it is ok, or info and read; fail =
     certainly did not take effect. Reading an aborted value is G1a, and the other
     aborted value (acknowledged at offset 0, never read) is not log truth, so it is
     no lost-write, and no torn-transaction either."""

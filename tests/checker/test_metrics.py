@@ -463,7 +463,7 @@ def test_realtime_lag_forgets_positions_at_a_crash(tmp_path: Path) -> None:
     no position.
 
     docs/anomalies.md, realtime_lag: '`subscribe` and `crash` forget them'. The crash
-    op is `info` (DESIGN.md 2): realtime_lag once skipped every non-ok op before its
+    op is `info` (docs/history-format.md): realtime_lag once skipped every non-ok op before its
     `r.f == "crash"` branch, so after the crash the process's empty polls were still
     charged with key 1 (worst 5 ms)."""
     lines = [

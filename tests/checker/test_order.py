@@ -206,7 +206,7 @@ def test_failed_txn_retried_in_another_order_is_not_int_nonmonotonic(tmp_path: P
 def test_a_failed_op_whose_values_a_retry_sent_in_another_order_is_not_nonmonotonic(
     tmp_path: Path, acked: bool
 ) -> None:
-    """A failed op certainly did not take effect (DESIGN 3), so its sends land
+    """A failed op certainly did not take effect (docs/anomalies.md), so its sends land
     nowhere: no int-nonmonotonic-send can be blamed on it. The ok retry re-sent the
     same values (the checker accepts such retries: a failed op wrote nothing) in the
     other order, and they landed in the retry's order: nothing is wrong. (Found while
@@ -339,7 +339,7 @@ def test_nonmonotonic_send_compares_the_first_send_of_the_next_op(tmp_path: Path
 
 
 def test_an_uncommitted_info_transaction_says_nothing_about_send_order(tmp_path: Path) -> None:
-    """An info transaction nobody read never committed (DESIGN.md 3): its sends,
+    """An info transaction nobody read never committed (docs/anomalies.md): its sends,
     acknowledged at offsets 2 then 1 before the producer's 5, are no nonmonotonic-send
     and no int-nonmonotonic-send (docs/anomalies.md: only ops that must have
     committed are judged).

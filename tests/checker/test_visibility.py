@@ -228,7 +228,7 @@ def test_lost_write_bound_counts_where_a_duplicate_was_read(tmp_path: Path) -> N
 
     Value 11 sits at offsets 1 and 3 (a duplicate: a retry landed again after 12).
     12, acknowledged at offset 2, was never read by an ok op, yet op 3 read value 11
-    at offset 3, a later position of key 1: DESIGN 3's lost-write, besides the
+    at offset 3, a later position of key 1: docs/anomalies.md's lost-write, besides the
     duplicate and unseen."""
     res = run(
         tmp_path,
@@ -286,7 +286,7 @@ def test_lost_write_at_a_conflicting_offset_does_not_say_later(tmp_path: Path) -
 def test_unseen_count_is_values_not_keys(tmp_path: Path) -> None:
     """Mutant: unseen's count is its number of examples (one per key).
 
-    An unseen anomaly is a value (DESIGN 3: "values sent by ok ops that no ok poll ever
+    An unseen anomaly is a value (docs/anomalies.md: "values sent by ok ops that no ok poll ever
     read"), so count is the number of values; each example is one key's values, with
     their acknowledged offsets."""
     res = run(

@@ -88,7 +88,7 @@ class GraphParts:
 
 
 class Ref(GraphParts):
-    """The literal dependency graph of a history (file lines), by DESIGN.md 3 and
+    """The literal dependency graph of a history (file lines), by docs/anomalies.md and
     docs/anomalies.md "Dependency cycles", written without the checker's code.
 
     Pairing (docs/history-format.md): a completion pairs with the pending invoke of

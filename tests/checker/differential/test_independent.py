@@ -3,7 +3,7 @@
 Histories of the model, in every spelling, must be valid; each fault injected into
 one (a lost record, a duplicate, a reordering, an aborted read, ...) must be found as
 exactly its anomaly type. The cycle search and the lost-write rule are also compared
-with brute-force references written here from DESIGN rules, not from checker code.
+with brute-force references written here from the rules of docs/anomalies.md, not from checker code.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def test_correct_assign_only_histories_are_valid_with_sub_via_assign(
     seed: int, style: Style
 ) -> None:
     """Pure assign mode: poll-skip and nonmonotonic-poll are bad here, so consumer
-    order is judged strictly (DESIGN.md 3)."""
+    order is judged strictly (docs/anomalies.md)."""
     p = Params(n_keys=3, n_clients=3, ticks=300, subscribe_p=0.0, crash_p=0.02, info_p=0.15)
     w = simulate(seed, p)
     ops = render(w.events, style, seed)
@@ -105,7 +105,7 @@ def test_correct_assign_only_histories_are_valid_with_sub_via_assign(
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), p=params)
 def test_correct_histories_are_valid_without_ww_inference(seed: int, p: Params) -> None:
-    """Without ww edges any G1c is bad (DESIGN.md 3): a correct Kafka never shows a
+    """Without ww edges any G1c is bad (docs/anomalies.md): a correct Kafka never shows a
     cycle of wr (+ realtime) edges alone."""
     w = simulate(seed, p)
     opts = CheckOptions(ww_deps=False, consumer_rewinds=rewinds(w))
@@ -550,7 +550,7 @@ def test_time_before_the_first_op() -> None:
 
 
 def reference_bad_cycle(ops: list[dict[str, Any]]) -> bool:
-    """Is there a cycle of wr and realtime edges (DESIGN.md 3), by brute force?
+    """Is there a cycle of wr and realtime edges (docs/anomalies.md), by brute force?
 
     Vertices: data ops that committed (ok; info -- or never completed -- with a value
     an ok op read). wr: the writer of a value -> each committed op that read it.

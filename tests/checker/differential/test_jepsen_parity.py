@@ -301,7 +301,7 @@ def test_g1a_ok_txn_reader(tmp_path: Path, fmt: str) -> None:
 @pytest.mark.parametrize("ok_first", [False, True])
 def test_g1a_justified_value_also_sent_by_an_ok_op(tmp_path: Path, ok_first: bool) -> None:
     """Justified difference: Jepsen's writes-by-type flags any value a failed op sent;
-    DESIGN.md 3 says G1a is a value *only* failed ops wrote (here an ok retry wrote it)."""
+    docs/anomalies.md says G1a is a value *only* failed ops wrote (here an ok retry wrote it)."""
     f = fail(0, "send", [snd("x", None, "a")])
     o = ok(1, "send", [snd("x", 0, "a")])
     res = run(tmp_path, [*([o, f] if ok_first else [f, o]), ok(3, "poll", [pl({"x": [[0, "a"]]})])])
@@ -340,7 +340,7 @@ def test_precommitted_read_is_per_key(tmp_path: Path) -> None:
 
 def test_poll_empty_read_of_a_key_does_not_reset(tmp_path: Path) -> None:
     """Jepsen's per-process scan records an op that read `k []` as the last reader,
-    whose last value is nil, so the next comparison is skipped; DESIGN.md 3 defines the
+    whose last value is nil, so the next comparison is skipped; docs/anomalies.md defines the
     skip over the consumer's successive ok reads, so ktrial still reports it."""
     res = run(
         tmp_path,
@@ -505,7 +505,7 @@ def test_int_poll_checks_every_op_type(tmp_path: Path, fmt: str, typ: str) -> No
 
 def test_int_poll_nonmonotonic_across_an_unplaced_record(tmp_path: Path) -> None:
     """Jepsen resets its previous index at a record of unknown position, so it misses
-    c -> (?) -> b; DESIGN.md 3 ("a read goes back") is met, ktrial reports it."""
+    c -> (?) -> b; docs/anomalies.md ("a read goes back") is met, ktrial reports it."""
     res = run(
         tmp_path,
         [ABC, ok(1, "poll", [pl({"x": [[2, "c"], [None, "zz"], [1, "b"]]})]), read_all_x(2)],
@@ -557,7 +557,7 @@ def test_send_previous_last_against_next_first(tmp_path: Path) -> None:
 def test_send_assign_between_sends_does_not_reset(tmp_path: Path) -> None:
     """Jepsen's nonmonotonic-send-cases select-keys its last sends on assign/subscribe
     (copied from the poll scan); a producer's order has nothing to do with the consumer's
-    assignment (DESIGN.md 3: "a producer's next send"), so ktrial still reports it."""
+    assignment (docs/anomalies.md: "a producer's next send"), so ktrial still reports it."""
     res = run(
         tmp_path,
         [
@@ -723,7 +723,7 @@ def test_cycle_wr_edges_from_every_read_not_only_the_highest(tmp_path: Path) -> 
 
 def test_cycle_justified_g1c_realtime_bad_even_with_ww_deps(tmp_path: Path) -> None:
     """Justified difference: with ww-deps Jepsen allows every G1c-realtime; a wr +
-    realtime cycle (a read from the future) is always bad in DESIGN.md 3 / anomalies.md."""
+    realtime cycle (a read from the future) is always bad in docs/anomalies.md."""
     res = run(
         tmp_path,
         [

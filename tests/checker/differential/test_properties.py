@@ -115,7 +115,7 @@ fault_params = st.builds(
 
 
 # With subscribe, consumers are rebalanced between ops: skips and re-reads across
-# ops are legal (DESIGN.md section 3), so those faults must leave the history valid.
+# ops are legal (docs/anomalies.md), so those faults must leave the history valid.
 NOT_BAD_WITH_SUBSCRIBE = {"poll-skip", "nonmonotonic-poll"}
 
 
@@ -166,7 +166,7 @@ def test_injected_fault_is_reported_exactly(
 
 
 def test_circular_visibility_is_bad_even_with_ww_deps() -> None:
-    """A wr-only cycle is bad whatever ww_deps says (DESIGN.md section 3)."""
+    """A wr-only cycle is bad whatever ww_deps says (docs/anomalies.md)."""
     g = generate(GenParams(seed=11, ops=40, keys=2))
     f = INJECTORS["G1c"](g, random.Random(0))
     assert f is not None
