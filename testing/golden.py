@@ -6,18 +6,26 @@ shapes from the correct-log model, and each again with every injectable anomaly)
 checks each under two option sets and writes the normalized results (timings and
 the time-budgeted informational cycle counts removed) one JSON line per history.
 
-    .venv/bin/python bench/golden.py write /tmp/golden-before.jsonl
+    .venv/bin/python -m ktrial.testing.golden write /tmp/golden-before.jsonl
     ... change the checker ...
-    .venv/bin/python bench/golden.py write /tmp/golden-after.jsonl
-    .venv/bin/python bench/golden.py compare /tmp/golden-before.jsonl /tmp/golden-after.jsonl
+    .venv/bin/python -m ktrial.testing.golden write /tmp/golden-after.jsonl
+    .venv/bin/python -m ktrial.testing.golden compare /tmp/golden-before.jsonl \
+        /tmp/golden-after.jsonl
 
 `compare` prints every history whose results differ (the first differing path) and
 exits 1 when any does.
+
+The test suite holds the digests of these results (tests/data/golden-results.txt) and
+fails when any changes (tests/checker/differential/test_golden.py). A change that
+alters results on purpose rewrites them, and says why in its commit:
+
+    .venv/bin/python -m ktrial.testing.golden digests tests/data/golden-results.txt
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import sys
 from pathlib import Path
@@ -25,20 +33,17 @@ from typing import Any
 
 import orjson
 
-try:  # the test oracles' home since issue 12; older trees kept them in histories/
-    from ktrial.testing.gen import GenParams, generate
-    from ktrial.testing.mutate import INJECTORS
-except ImportError:  # pragma: no cover - comparing against an older tree
-    from ktrial.histories.gen import GenParams, generate  # type: ignore[no-redef]
-    from ktrial.histories.mutate import INJECTORS  # type: ignore[no-redef]
-from ktrial.checker import CheckOptions, check
-from ktrial.histories.jsonl import op_from_json
+from ..checker import CheckOptions, check
+from ..histories.jsonl import op_from_json
+from .gen import GenParams, generate
+from .mutate import INJECTORS
 
 OPTION_SETS = {
     "default": CheckOptions(cycle_timeout_s=1e9),
     "no-ww": CheckOptions(ww_deps=False, sub_via="assign", cycle_timeout_s=1e9),
 }
 # Fields that depend on wall-clock time or on a time budget, not on the history.
+DIGEST_COUNT = 70  # valid shapes the test suite's digests cover (each with its faults)
 VOLATILE = {"elapsed_s", "check_time_s", "elapsed", "checked_at", "duration_s"}
 
 
@@ -107,6 +112,17 @@ def write(path: Path, count: int) -> int:
     return n
 
 
+def digests() -> list[tuple[str, str]]:
+    """(history name, sha256 of its normalized results under every option set)."""
+    out = []
+    for name, ops in histories(DIGEST_COUNT):
+        row = {k: results(ops, o) for k, o in OPTION_SETS.items()}
+        out.append(
+            (name, hashlib.sha256(orjson.dumps(row, option=orjson.OPT_SORT_KEYS)).hexdigest())
+        )
+    return out
+
+
 def _first_diff(a: Any, b: Any, path: str = "") -> str:
     if type(a) is not type(b):
         return f"{path}: {a!r:.120} != {b!r:.120}"
@@ -146,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("write", help="write the golden results of this tree")
     w.add_argument("out", type=Path)
     w.add_argument("--count", type=int, default=70, help="valid shapes (each with its faults)")
+    d = sub.add_parser("digests", help="write the digests the test suite compares with")
+    d.add_argument("out", type=Path)
     c = sub.add_parser("compare", help="compare two golden files")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
@@ -153,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "write":
         n = write(args.out, args.count)
         print(f"{n} histories x {len(OPTION_SETS)} option sets -> {args.out}")
+        return 0
+    if args.cmd == "digests":
+        rows = digests()
+        args.out.write_text("".join(f"{n} {h}\n" for n, h in rows))
+        print(f"{len(rows)} digests -> {args.out}")
         return 0
     return compare(args.before, args.after)
 
