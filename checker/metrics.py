@@ -19,6 +19,7 @@ import orjson
 
 from .logs import Logs
 from .prepare import Prepared
+from .window import JudgedWindow
 
 MAX_POINTS = 2000
 MAX_CONSUMERS = 100  # realtime_lag.per_consumer lists at most this many
@@ -256,8 +257,15 @@ def _known_since(p: Prepared, logs: Logs) -> dict[str, list[float]]:
     return arrs
 
 
-def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
+def realtime_lag(p: Prepared, logs: Logs, judged: JudgedWindow | None = None) -> dict[str, Any]:
+    """Jepsen's realtime lag (docs/anomalies.md). With a judged window (checker/window.py)
+    only polls invoked inside it count towards `worst`, `per_key` and `per_consumer`
+    (`worst_any_poll` keeps the worst of every poll, the drain's included); `over_time`
+    always has every poll."""
     t0 = p.first_time or 0
+    lo, hi = (judged.start_ns, judged.end_ns) if judged is not None else (-math.inf, math.inf)
+    any_worst: dict[str, Any] | None = None
+    any_raw = 0.0
     # exists[k][d]: earliest time dense position d was known to exist
     exists = _known_since(p, logs)
     per_key: dict[str, float] = {}
@@ -277,7 +285,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
         """Key k leaves the consumer or moves on: its worst lag while it stayed put
         was at the latest poll since (lag only grows while nothing new is read)."""
         t = c.latest_since(c.keys[k][2])
-        if t is not None:
+        if t is not None and lo <= t <= hi:
             lag = max(0.0, (t - c.keys[k][1]) / 1e6)
             if lag > per_key.get(k, -1.0):
                 per_key[k] = round(lag, 3)
@@ -335,7 +343,7 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
                 # close(c, k), inlined: the key moves on
                 desc = c.desc
                 j = bisect_left(desc, cur[2])
-                if j != len(desc):
+                if j != len(desc) and lo <= times[desc[j]] <= hi:
                     lag = max(0.0, (times[desc[j]] - cur[1]) / 1e6)
                     if lag > per_key.get(k, -1.0):
                         per_key[k] = round(lag, 3)
@@ -366,6 +374,17 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
                 break
             heappop(h)  # superseded
         top = max(0.0, (t - s_top) / 1e6)
+        pts.append(((t - t0) / 1e9, round(top, 3)))
+        if not lo <= t <= hi:  # outside the judged window: in over_time only
+            if top > any_raw:
+                any_raw = top
+                any_worst = {
+                    "key": k_top,
+                    "lag_ms": round(top, 3),
+                    "time_s": (t - t0) / 1e9,
+                    "process": proc,
+                }
+            continue
         if top > per_proc.get(proc, -1.0):
             per_proc[proc] = round(top, 3)
         if top > worst_raw:  # unrounded: ties go to the earliest poll
@@ -376,15 +395,17 @@ def realtime_lag(p: Prepared, logs: Logs) -> dict[str, Any]:
                 "time_s": (t - t0) / 1e9,
                 "process": proc,
             }
-        pts.append(((t - t0) / 1e9, round(top, 3)))
     for c in consumers.values():
         for k in c.keys:
             close(c, k)
     # the stalest consumers first (a run renumbering crashed clients may have thousands)
     stalest = sorted(per_proc.items(), key=lambda pl: -pl[1])[:MAX_CONSUMERS]
-    return {
+    out = {
         "worst": worst,
         "per_key": per_key,
         "per_consumer": {str(proc): lag for proc, lag in stalest},
         "over_time": downsample(pts),
     }
+    if judged is not None:
+        out["worst_any_poll"] = worst if any_worst is None or any_raw <= worst_raw else any_worst
+    return out

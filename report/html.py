@@ -19,7 +19,7 @@ import html
 import re
 import reprlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,13 @@ import orjson
 
 from ..histories.redact import redact
 from ..histories.store import RunDir, load_json
+from .errcodes import code_meaning
 from .faults import FaultWindow, family_colour
+from .judged import Judged, judged_of
 from .meanings import meaning, ordered_types
 from .plots import all_plots
 from .scan import NS, HistoryScan, scan_history
+from .timeline import TIMELINE_MAX_OPS, render_timeline
 from .verdict import verdict_of
 
 MAX_EXAMPLES = 5
@@ -123,6 +126,15 @@ padding:4px 16px 8px;margin:12px 0}
 vertical-align:middle;margin-left:6px}
 .badge.bad{background:#c5221f}.badge.benign{background:#9aa0a6}
 .badge.ok{background:#1e8e3e}.badge.warn{background:#e37400}
+.badge.none{background:#e8eaed;color:#3c4043}
+.nemesis-line{margin:2px 0 8px;color:#333}
+.benign-line{background:#fff;border:1px solid #ddd;border-left:6px solid #9aa0a6;border-radius:6px;
+padding:4px 16px;margin:12px 0}
+.benign-line .anomaly{margin:8px 0}
+.judged{background:#f1f3f4;border-radius:6px;padding:6px 10px}
+.code-meaning{color:#5f6368;font-size:12px}
+.expl-tail{color:#333;margin:2px 0 8px}
+.cycle sub{font-size:11px;color:#c5221f}
 .meaning{color:#333;margin:4px 0 8px}
 .example{border-top:1px dashed #ddd;padding:6px 0}
 .fields span{margin-right:18px}.fields code{background:#f1f3f4;padding:1px 5px;border-radius:3px}
@@ -191,6 +203,79 @@ def _fmt_s(t: float) -> str:
     return f"{t:,.1f} s"
 
 
+def _stat(results: dict[str, Any] | None, name: str) -> int | None:
+    stats = (results or {}).get("stats")
+    v = stats.get(name) if isinstance(stats, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def op_counts(results: dict[str, Any] | None, scan: HistoryScan) -> tuple[int, int]:
+    """(client ops, nemesis ops): logical ops, an invoke and its completion being one op,
+    as the checker counted them (else as the history scan did)."""
+    client = _stat(results, "client_ops")
+    nemesis = _stat(results, "nemesis_ops")
+    return (
+        client if client is not None else scan.client_ops,
+        nemesis if nemesis is not None else scan.nemesis_ops,
+    )
+
+
+def cluster_text(test: dict[str, Any]) -> str | None:
+    """ "local, 3 nodes, Kafka 4.1.1, profile safe" from test.json's cluster section."""
+    c = test.get("cluster")
+    if isinstance(c, str):
+        return c
+    if not isinstance(c, dict):
+        return None
+    parts = [str(c.get("kind") or c.get("name") or "cluster")]
+    nodes = c.get("nodes")
+    if isinstance(nodes, (list, dict)):
+        nodes = len(nodes)
+    if isinstance(nodes, int) and not isinstance(nodes, bool):
+        parts.append(f"{nodes} node{'s' if nodes != 1 else ''}")
+    versions = c.get("broker_versions")
+    if isinstance(c.get("broker_version"), str) and not versions:
+        versions = [c["broker_version"]]
+    if isinstance(versions, list) and versions:
+        broker = "Kafka" if c.get("broker") in (None, "apache-kafka") else str(c.get("broker"))
+        parts.append(f"{broker} {', '.join(str(v) for v in dict.fromkeys(versions))}")
+    if c.get("profile"):
+        parts.append(f"profile {c['profile']}")
+    return ", ".join(parts)
+
+
+def nemesis_text(test: dict[str, Any], faults: list[FaultWindow]) -> str:
+    """What faults were asked for (test.json) and which were injected (the history), in
+    full: the line wraps rather than being cut."""
+    asked = test.get("nemesis")
+    wanted: list[str] = []
+    how = ""
+    if isinstance(asked, dict):
+        fs = asked.get("faults")
+        wanted = [str(f) for f in fs] if isinstance(fs, list) else []
+        sched = asked.get("schedule")
+        if sched == "interval" and isinstance(asked.get("interval"), (int, float)):
+            how = f"a fault every {asked['interval']:g} s"
+        elif sched:
+            how = f"{sched} schedule"
+    elif isinstance(asked, list):
+        wanted = [str(f) for f in asked]
+    elif isinstance(asked, str) and asked:
+        wanted = [asked]
+    ran: dict[str, int] = {}
+    for w in faults:
+        ran[w.family] = ran.get(w.family, 0) + 1
+    injected = ", ".join(f"{f} ×{n}" for f, n in sorted(ran.items(), key=lambda kv: -kv[1]))
+    parts = []
+    if wanted:
+        parts.append(f"asked for {', '.join(wanted)}" + (f" ({how})" if how else ""))
+    parts.append(f"injected {injected}" if injected else "no fault injected")
+    missing = [f for f in wanted if f not in ran]
+    if wanted and ran and missing:
+        parts.append(f"never injected: {', '.join(missing)}")
+    return "; ".join(parts)
+
+
 def section_verdict(
     results: dict[str, Any] | None, test: dict[str, Any], scan: HistoryScan, run_dir: Path
 ) -> str:
@@ -220,33 +305,48 @@ def section_verdict(
     elif v == "valid":
         why = "No bad anomaly: nothing acknowledged was lost, duplicated or read while aborted."
     elif v == "unknown":
-        why = "The checker could not decide (no reads at all, or the cycle search timed out)."
+        faults = (results or {}).get("faults")
+        if isinstance(faults, dict) and faults.get("ok") is False:
+            why = (
+                "Not every fault asked for happened: this run does not test the ones that did not."
+            )
+        else:
+            why = "The checker could not decide (no reads at all, or the cycle search timed out)."
     else:
         why = "This run has no results.json yet: run <code>ktrial report --recheck</code>."
     if benign:
         why += f"<br>Also found, not bad here: {listing(benign)}."
-    facts = [
+    warnings = (results or {}).get("warnings")
+    if isinstance(warnings, list) and warnings:
+        why += "".join(f'<br><span class="warning">⚠ {esc(w)}</span>' for w in warnings[:5])
+    client, nemesis = op_counts(results, scan)
+    facts: list[tuple[str, Any]] = [
         ("test", test.get("name") or run_dir.parent.name),
         ("run", run_dir.name),
-        ("ops", f"{scan.ops:,}"),
-        ("duration", _fmt_s(scan.end_s)),
+        ("client ops", f"{client:,}"),
+        ("nemesis ops", f"{nemesis:,}"),
+        ("duration", _fmt_s(max(0.0, scan.end_s - scan.start_s))),
     ]
-    for k in ("workload", "nemesis", "seed", "cluster"):
-        val = test.get(k)
-        if isinstance(val, dict):
-            val = val.get("name") or val.get("kind") or _brief(val)
-        if val is not None:
-            facts.append((k, val))
-    if scan.faults:
-        facts.append(("faults", f"{sum(1 for w in scan.faults if not w.instant)} windows"))
+    workload = test.get("workload")
+    if isinstance(workload, dict):
+        workload = workload.get("name") or workload.get("kind") or _brief(workload)
+    if workload is not None:
+        facts.append(("workload", workload))
+    if test.get("seed") is not None:
+        facts.append(("seed", test["seed"]))
+    cluster = cluster_text(test)
+    if cluster:
+        facts.append(("cluster", cluster))
     if scan.bad_lines:
         facts.append(("unreadable lines skipped", scan.bad_lines))
     facts_html = "".join(f"<span>{esc(k)}: <b>{esc(val)}</b></span>" for k, val in facts)
+    nem = nemesis_text(test, scan.faults)
     cls = "v-" + v.replace(" ", "-")
     return (
         f'<div id="verdict" class="verdict {cls}" data-verdict="{esc(v)}">'
         f'<div class="word">{esc(v.upper())}</div><div class="why">{why}</div></div>'
-        f'<div class="facts">{facts_html}</div>'
+        f'<div class="facts" id="facts">{facts_html}</div>'
+        f'<p class="nemesis-line" id="nemesis-line">nemesis: <b>{esc(nem)}</b></p>'
     )
 
 
@@ -326,19 +426,53 @@ def _op_rows(indices: Iterable[int], scan: HistoryScan, marks: set[int] | None =
                     f'<span class="mono">{op_value_html(op.get("value"), marks or set())}</span>',
                     False,
                 ),
-                (esc(to_json(err, 160)) if err is not None else "", False),
+                (_error_html(err), False),
             ]
         )
     return _table(["op", "time (s)", "process", "type", "f", "value", "error"], rows)
 
 
+def _error_html(err: Any) -> str:
+    """An op's error as recorded, with what its code means when the table knows it."""
+    if err is None:
+        return ""
+    text = to_json(err, 160)
+    what = code_meaning(err.get("name") if isinstance(err, dict) and err.get("name") else text)
+    return esc(text) + (f'<br><span class="code-meaning">{esc(what)}</span>' if what else "")
+
+
+_STEP_NUMBER = re.compile(r"\s*1\.\s*(\[[^\]]*\]\s*)?$")
+
+
+def split_explanation(expl: str, steps: list[str]) -> tuple[str, str] | None:
+    """(lead-in, conclusion) of an explanation that embeds its numbered steps, so the
+    steps are printed once, as a list; None when the steps are not in the text."""
+    if not steps or not all(isinstance(x, str) and x for x in steps):
+        return None
+    i, j = expl.find(steps[0]), expl.rfind(steps[-1])
+    if i < 0 or j < i:
+        return None
+    head = _STEP_NUMBER.sub("", expl[:i]).strip()
+    tail = expl[j + len(steps[-1]) :].lstrip(". ").strip()
+    return head, tail
+
+
 def _example(ex: dict[str, Any], scan: HistoryScan) -> str:
     parts = ['<div class="example">']
     expl = ex.get("explanation")
-    if expl:
+    steps = ex.get("steps")
+    steps = [str(x) for x in steps] if isinstance(steps, list) else []
+    split = split_explanation(str(expl), steps) if expl and steps else None
+    if split is not None:
+        head = split[0]
+        if head:
+            parts.append(f'<p class="expl">{esc(head)}</p>')
+    elif expl:
         parts.append(f'<p class="expl">{esc(expl)}</p>')
     fields = [
-        (k, v) for k, v in ex.items() if k not in ("explanation", "ops", "cycle", "steps", "op")
+        (k, v)
+        for k, v in ex.items()
+        if k not in ("explanation", "ops", "cycle", "steps", "op", "edges", "type")
     ]
     if fields:
         parts.append(
@@ -349,13 +483,21 @@ def _example(ex: dict[str, Any], scan: HistoryScan) -> str:
             )
             + "</p>"
         )
-    steps = ex.get("steps")
     cycle = [i for i in (ex.get("cycle") or []) if isinstance(i, int)]
     if cycle:
         loop = cycle + ([cycle[0]] if cycle[0] != cycle[-1] else [])
-        parts.append('<p class="cycle">cycle: ' + " → ".join(f"op {esc(i)}" for i in loop) + "</p>")
-    if isinstance(steps, list) and steps:
-        parts.append('<ol class="steps">' + "".join(f"<li>{esc(s)}</li>" for s in steps) + "</ol>")
+        edges = ex.get("edges")
+        if not (isinstance(edges, list) and len(edges) == len(loop) - 1):
+            edges = [""] * (len(loop) - 1)
+        text = f"op {esc(loop[0])}" + "".join(
+            (f" →<sub>{esc(e)}</sub> " if e else " → ") + f"op {esc(i)}"
+            for e, i in zip(edges, loop[1:], strict=True)
+        )
+        parts.append(f'<p class="cycle">cycle: {text}</p>')
+    if steps:
+        parts.append('<ol class="steps">' + "".join(f"<li>{esc(x)}</li>" for x in steps) + "</ol>")
+        if split is not None and split[1]:
+            parts.append(f'<p class="expl-tail">{esc(split[1])}</p>')
     op_ids: list[int] = []
     for i in [*(ex.get("ops") or []), *cycle, ex.get("op")]:
         if isinstance(i, int) and not isinstance(i, bool) and i not in op_ids:
@@ -372,7 +514,53 @@ def _example(ex: dict[str, Any], scan: HistoryScan) -> str:
     return "".join(parts)
 
 
+def examples_note(count: int | None, kept: int, shown: int) -> str:
+    """ "Showing 5 of 15 found (results.json keeps 8)." — or "" when all are shown."""
+    found = count if count is not None and count >= kept else kept
+    if shown >= found:
+        return ""
+    keeps = f" (results.json keeps {kept:,})" if kept < found else ""
+    return f"Showing {shown:,} of {found:,} found{keeps}."
+
+
+def _card(t: str, a: Any, is_bad: bool, scan: HistoryScan) -> str:
+    """One anomaly type: count, meaning, examples (the first open when it is bad)."""
+    c = _count(a)
+    exs = _examples(a)
+    badge = (
+        '<span class="badge bad">bad</span>'
+        if is_bad
+        else '<span class="badge benign">not bad here</span>'
+    )
+    shown = exs[:MAX_EXAMPLES]
+    note = examples_note(c, len(exs), len(shown))
+    more = f'<p class="missing">{esc(note)}</p>' if note else ""
+    if not shown:
+        body = '<p class="missing">No examples recorded.</p>'
+    elif is_bad:
+        rest = "".join(_example(ex, scan) for ex in shown[1:])
+        if rest:
+            rest = (
+                f"<details><summary>{len(shown) - 1} more example"
+                f"{'s' if len(shown) > 2 else ''}</summary>{rest}</details>"
+            )
+        body = _example(shown[0], scan) + rest + more
+    else:
+        body = (
+            f"<details><summary>{len(shown)} example{'s' if len(shown) > 1 else ''}"
+            f"</summary>{''.join(_example(ex, scan) for ex in shown)}</details>" + more
+        )
+    return (
+        f'<div class="anomaly{"" if is_bad else " benign"}" id="a-{esc(t)}">'
+        f'<h3>{esc(t)} <span class="count">×{esc(f"{c:,}" if c is not None else "?")}</span>'
+        f"{badge}</h3>"
+        f'<p class="meaning">{esc(meaning(t))}</p>{body}</div>'
+    )
+
+
 def section_anomalies(results: dict[str, Any] | None, scan: HistoryScan) -> str:
+    """Bad types first, each as a card; the types that are not bad here collapsed into
+    one line below them (their cards one click away)."""
     out = ['<h2 id="anomalies">Anomalies</h2>']
     anomalies = (results or {}).get("anomalies")
     if results is None:
@@ -381,47 +569,23 @@ def section_anomalies(results: dict[str, Any] | None, scan: HistoryScan) -> str:
         return out[0] + "<p>None found.</p>"
     bad = set(results.get("bad_error_types") or [])
     types = ordered_types(anomalies)
-    types.sort(key=lambda t: t not in bad)  # bad ones first, catalogue order kept
-    for t in types:
-        a = anomalies[t]
-        c = _count(a)
-        exs = _examples(a)
-        is_bad = t in bad
-        badge = (
-            '<span class="badge bad">bad</span>'
-            if is_bad
-            else '<span class="badge benign">not bad here</span>'
+    bad_types = [t for t in types if t in bad]
+    benign = [t for t in types if t not in bad]
+    out.extend(_card(t, anomalies[t], True, scan) for t in bad_types)
+    if not bad_types:
+        out.append("<p>No bad anomaly.</p>")
+    if benign:
+        names = " · ".join(
+            f'<a href="#a-{esc(t)}" title="{esc(meaning(t))}">{esc(t)}</a>'
+            + (f" ×{c:,}" if (c := _count(anomalies[t])) is not None else "")
+            for t in benign
         )
-        shown = exs[:MAX_EXAMPLES]
-        rest = "".join(_example(ex, scan) for ex in shown[1:])
-        if rest:
-            rest = (
-                f"<details><summary>{len(shown) - 1} more example"
-                f"{'s' if len(shown) > 2 else ''}</summary>{rest}</details>"
-            )
-        more = (
-            f'<p class="missing">Showing {len(shown)} of {len(exs)} examples '
-            f"(results.json has all).</p>"
-            if len(exs) > len(shown)
-            else ""
-        )
+        cards = "".join(_card(t, anomalies[t], False, scan) for t in benign)
         out.append(
-            f'<div class="anomaly{"" if is_bad else " benign"}" id="a-{esc(t)}">'
-            f'<h3>{esc(t)} <span class="count">×{esc(f"{c:,}" if c is not None else "?")}</span>'
-            f"{badge}</h3>"
-            f'<p class="meaning">{esc(meaning(t))}</p>'
-            + (
-                ("".join(_example(ex, scan) for ex in shown[:1]) + rest)
-                if is_bad
-                else (
-                    f"<details><summary>{len(shown)} example{'s' if len(shown) > 1 else ''}"
-                    f"</summary>{''.join(_example(ex, scan) for ex in shown)}</details>"
-                    if shown
-                    else ""
-                )
-            )
-            + (more if shown else '<p class="missing">No examples recorded.</p>')
-            + "</div>"
+            f'<div class="benign-line" id="benign"><p><span class="badge benign">not bad here'
+            f"</span> {names} — expected with this run's settings (each one's meaning says why)."
+            f"</p><details><summary>what they mean, with examples"
+            f"</summary>{cards}</details></div>"
         )
     return "".join(out)
 
@@ -448,7 +612,72 @@ def _live_value(x: Any, unit: str) -> str:
     return esc(f"{x:,.1f} {unit}")
 
 
-def section_liveness(results: dict[str, Any] | None) -> str:
+def _n(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _ms(x: Any) -> str:
+    v = _n(x)
+    return "–" if v is None else f"{v:,.0f} ms" if v >= 100 else f"{v:,.1f} ms"
+
+
+def liveness_detail(name: str, live: dict[str, Any]) -> str | None:
+    """The report's own sentence for a check that passed or was not measured (the
+    checker's text may say "None" where nothing was measured); None: use the checker's."""
+    if name == "e2e-latency":
+        e = live.get("e2e_latency_ms") or {}
+        if not e.get("n"):
+            return "not measured: no acknowledged value was read by an ok op"
+        return (
+            f"over {e['n']:,} values: p50 {_ms(e.get('p50'))}, p99 {_ms(e.get('p99'))}, "
+            f"max {_ms(e.get('max'))}; {e.get('unread', 0):,} acknowledged values never read"
+        )
+    if name == "commit-latency":
+        c = live.get("commit_latency_ms") or {}
+        if not c.get("n"):
+            return "not measured: no ok transaction or send"
+        return (
+            f"ok {c.get('f', 'txn')} ops ({c['n']:,}): p50 {_ms(c.get('p50'))}, "
+            f"p99 {_ms(c.get('p99'))}, max {_ms(c.get('max'))}"
+        )
+    if name == "starvation":
+        st = live.get("starvation") or {}
+        n, low = st.get("windows_judged"), _n(st.get("min_ratio"))
+        if not n or low is None:
+            return (
+                "not measured: no window was judged (a window needs at least "
+                f"{(live.get('thresholds') or {}).get('starvation_min_offered', 20)} values "
+                "acknowledged and must end before the last acknowledgement)"
+            )
+        return (
+            f"{n} windows of {st.get('window_s', 10):g} s judged; lowest share read in time "
+            f"{100 * low:.1f}% (lag allowance {st.get('lag_allowance_s', 0):g} s)"
+        )
+    if name == "stuck-partition":
+        v = _n((live.get("stuck_partitions") or {}).get("max_unread_s"))
+        if v is None:
+            return "not measured: no acknowledged value"
+        return f"longest an acknowledged value waited for its first read: {v:,.1f} s"
+    if name == "slow-recovery":
+        r = live.get("recovery") or {}
+        heals = r.get("heals") or 0
+        send, read = _n(r.get("max_send_s")), _n(r.get("max_read_s"))
+        if not heals:
+            return "not measured: no fault was healed"
+        if send is None and read is None:
+            return f"{heals} heals; not measured: nothing was attempted long enough after them"
+        parts = [f"sends {send:,.1f} s" if send is not None else "sends not measured"]
+        parts.append(f"reads {read:,.1f} s" if read is not None else "reads not measured")
+        return f"{heals} heals; slowest recovery: " + ", ".join(parts)
+    if name == "memory-growth":
+        mem = live.get("memory") or {}
+        if not mem.get("samples"):
+            return "not measured: no node-stats samples in the history"
+        return None
+    return None
+
+
+def section_liveness(results: dict[str, Any] | None, judged: Judged | None = None) -> str:
     """One row per liveness check: value, threshold, verdict; then the violations."""
     out = ['<h2 id="liveness">Liveness</h2>']
     metrics = (results or {}).get("metrics")
@@ -457,28 +686,42 @@ def section_liveness(results: dict[str, Any] | None) -> str:
     if not isinstance(checks, dict) or not checks:
         return out[0] + _missing("Liveness metrics")
     assert isinstance(live, dict)
+    if judged is not None and judged.excluded:
+        out.append(
+            f'<p class="judged" id="judged-window">Judged from {judged.from_s:,.1f} s to '
+            f"{judged.to_s:,.1f} s. Left out: {esc(judged.why)} "
+            '(<a href="#plots">hatched on the plots</a>; docs/anomalies.md, Liveness).</p>'
+        )
     rows = []
     for name, item in checks.items():
         if not isinstance(item, dict):
             continue
         label, unit = LIVENESS_ROWS.get(name, (name, ""))
+        value = item.get("value")
+        measured = _n(value) is not None
         if item.get("ok") is False:
             verdict = (
                 '<span class="badge bad">bad</span>'
                 if item.get("bad")
                 else '<span class="badge warn">over threshold (not judged)</span>'
             )
+            detail = str(item.get("explanation", ""))
+        elif not measured:
+            verdict = '<span class="badge none">not measured</span>'
+            detail = liveness_detail(name, live) or "not measured"
         elif item.get("threshold") is None:
             verdict = '<span class="badge benign">measured</span>'
+            detail = liveness_detail(name, live) or str(item.get("explanation", ""))
         else:
             verdict = '<span class="badge ok">ok</span>'
+            detail = liveness_detail(name, live) or str(item.get("explanation", ""))
         rows.append(
             [
                 (f'<span title="{esc(meaning(name))}">{esc(name)}</span>: {esc(label)}', False),
-                (_live_value(item.get("value"), unit), True),
+                (_live_value(value, unit), True),
                 (_live_value(item.get("threshold"), unit), True),
                 (verdict, False),
-                (esc(item.get("explanation", "")), False),
+                (esc(detail), False),
             ]
         )
     out.append(_table(["metric", "value", "threshold", "verdict", "detail"], rows))
@@ -510,18 +753,21 @@ def section_liveness(results: dict[str, Any] | None) -> str:
 
 PLOT_TITLES = {
     "latency": "Latency over time",
+    "latency-quantiles": "Latency quantiles over time",
     "throughput": "Throughput over time",
     "realtime-lag": "Realtime lag over time",
     "unseen": "Unseen values over time",
 }
 
 
-def section_plots(plots: dict[str, Path | None], faults: list[FaultWindow]) -> str:
+def section_plots(
+    plots: dict[str, Path | None], faults: list[FaultWindow], judged: Judged | None = None
+) -> str:
     out = ['<h2 id="plots">Plots</h2>']
     fams = sorted({w.family for w in faults})
     if fams:
         out.append(
-            "<p>Shaded: fault windows — "
+            "<p>Shaded: fault windows, each labelled with its fault and nodes — "
             + ", ".join(
                 f'<span class="swatch" style="background:{family_colour(f)}"></span>{esc(f)}'
                 for f in fams
@@ -530,6 +776,12 @@ def section_plots(plots: dict[str, Path | None], faults: list[FaultWindow]) -> s
         )
     else:
         out.append("<p>No faults were injected in this run.</p>")
+    if judged is not None and judged.excluded:
+        spans = ", ".join(f"{w} {a:,.1f}–{b:,.1f} s" for a, b, w in judged.spans())
+        out.append(
+            f"<p>Hatched: not judged for liveness ({esc(spans)}); the realtime lag there "
+            "is drawn grey.</p>"
+        )
     for name, title in PLOT_TITLES.items():
         p = plots.get(name)
         if p is None or not p.exists():
@@ -546,7 +798,59 @@ def section_plots(plots: dict[str, Path | None], faults: list[FaultWindow]) -> s
     return "".join(out)
 
 
-def section_metrics(results: dict[str, Any] | None, scan: HistoryScan) -> str:
+def _lag_text(w: dict[str, Any]) -> str:
+    lag = _n(w.get("lag_ms"))
+    if lag is None:
+        return "not measured"
+    where = []
+    if w.get("key") is not None:
+        where.append(f"key {w['key']}")
+    if w.get("process") is not None:
+        where.append(f"process {w['process']}")
+    t = _n(w.get("time_s"))
+    if t is not None:
+        where.append(f"at {t:,.1f} s")
+    return f"{lag / 1000:,.1f} s" + (f" ({', '.join(where)})" if where else "")
+
+
+def realtime_lag_headline(lag: dict[str, Any], judged: Judged | None, by_checker: bool) -> str:
+    """The worst realtime lag inside the judged window, and (apart) the worst of the
+    stretches left out, which is the drain re-reading from offset 0."""
+    worst = lag.get("worst")
+    if not isinstance(worst, dict):
+        return '<p class="missing">Worst: not computed.</p>'
+    if judged is None or not judged.excluded:
+        return f'<p id="lag-worst">Worst: <b>{esc(_lag_text(worst))}</b>.</p>'
+    if by_checker:
+        judged_worst = _lag_text(worst)
+        anyp = lag.get("worst_any_poll")
+        left_out = _lag_text(anyp) if isinstance(anyp, dict) and anyp != worst else None
+    else:  # results from before the judged window: from the sampled series
+        raw = lag.get("over_time")
+        pts: list[Any] = raw if isinstance(raw, list) else []
+        ok = [
+            (judged.start_s + p[0], p[1])
+            for p in pts
+            if isinstance(p, list) and len(p) >= 2 and _n(p[0]) is not None and _n(p[1]) is not None
+        ]
+        inside = [y for t, y in ok if judged.contains(t)]
+        outside = [y for t, y in ok if not judged.contains(t)]
+        judged_worst = f"{max(inside) / 1000:,.1f} s (from the sampled series)" if inside else "–"
+        left_out = f"{max(outside) / 1000:,.1f} s" if outside else None
+    return (
+        f'<p id="lag-worst">Worst in the judged window: <b>{esc(judged_worst)}</b>.'
+        + (
+            f' <span class="missing">Left out ({esc(judged.why)}): {esc(left_out)}.</span>'
+            if left_out
+            else ""
+        )
+        + "</p>"
+    )
+
+
+def section_metrics(
+    results: dict[str, Any] | None, scan: HistoryScan, judged: Judged | None = None
+) -> str:
     out = ['<h2 id="metrics">Metrics</h2>']
     metrics = (results or {}).get("metrics")
     metrics = metrics if isinstance(metrics, dict) else {}
@@ -574,12 +878,12 @@ def section_metrics(results: dict[str, Any] | None, scan: HistoryScan) -> str:
     causes = metrics.get("info_causes")
     if isinstance(causes, dict) and causes:
         rows = [
-            [(esc(k), False), _num(v)]
+            [(esc(k), False), _num(v), (esc(code_meaning(k) or ""), False)]
             for k, v in sorted(
                 causes.items(), key=lambda kv: -kv[1] if isinstance(kv[1], int) else 0
             )
         ]
-        out.append(_table(["cause", "ops"], rows[:MAX_ROWS]))
+        out.append(_table(["cause", "ops", "what it means"], rows[:MAX_ROWS]))
     elif isinstance(causes, dict):
         out.append("<p>No info ops.</p>")
     else:
@@ -609,26 +913,24 @@ def section_metrics(results: dict[str, Any] | None, scan: HistoryScan) -> str:
     lag = metrics.get("realtime_lag")
     if isinstance(lag, dict):
         worst = lag.get("worst")
-        if isinstance(worst, dict) and worst:
-            out.append(
-                "<p>Worst:</p>"
-                + _table(
-                    ["field", "value"],
-                    [
-                        [(esc(k), False), (f'<span class="mono">{esc(to_json(v))}</span>', False)]
-                        for k, v in worst.items()
-                    ],
-                )
-            )
+        out.append(realtime_lag_headline(lag, judged, "judged_window" in metrics))
         per_key = lag.get("per_key")
         if isinstance(per_key, dict) and per_key:
             top = sorted(
-                per_key.items(), key=lambda kv: -(kv[1] if isinstance(kv[1], (int, float)) else 0)
-            )[:20]
-            out.append(
-                "<p>Worst keys (ms):</p>"
-                + _table(["key", "lag (ms)"], [[(esc(k), False), _num(v)] for k, v in top])
+                ((k, v) for k, v in per_key.items() if _n(v)),
+                key=lambda kv: -float(kv[1]),
+            )[:10]
+            whole = (
+                " — of the whole history, drain included (these results predate the judged "
+                "window: <code>ktrial report --recheck</code> recomputes them)"
+                if judged is not None and judged.excluded and "judged_window" not in metrics
+                else ""
             )
+            if top:
+                out.append(
+                    f"<p>Stalest keys{whole}:</p>"
+                    + _table(["key", "lag (ms)"], [[(esc(k), False), _num(v)] for k, v in top])
+                )
         if not worst and not per_key:
             out.append("<p>No lag recorded.</p>")
     else:
@@ -702,48 +1004,143 @@ def section_faults(faults: list[FaultWindow]) -> str:
     return out[0] + _table(["family", "start (s)", "end (s)", "ops", "targets"], rows) + more
 
 
-def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(d, dict) and d:
-        for k, v in d.items():
-            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+PRODUCER_KEYS = (
+    "acks",
+    "enable.idempotence",
+    "max.in.flight.requests.per.connection",
+    "request.timeout.ms",
+    "message.timeout.ms",
+    "transaction.timeout.ms",
+)
+CONSUMER_KEYS = ("isolation.level", "auto.offset.reset", "enable.auto.commit", "fetch.wait.max.ms")
+WORKLOAD_KEYS = (
+    "concurrency",
+    "n_keys",
+    "active_keys",
+    "rate",
+    "abort_p",
+    "crash_clients",
+    "max_txn_len",
+    "poll_ms",
+)
+
+
+def _kv(d: Any, keys: Iterable[str]) -> str:
+    if not isinstance(d, dict):
+        return ""
+    return ", ".join(f"{k}={_plain(d[k])}" for k in keys if k in d and d[k] is not None)
+
+
+def _plain(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_plain(x) for x in v)
+    return v if isinstance(v, str) else to_json(v, 120)
+
+
+def iso_time(epoch: Any) -> str | None:
+    """An epoch-seconds time as ISO 8601 in UTC ("2026-12-01T21:57:38Z")."""
+    x = _n(epoch)
+    if x is None or not 0 <= x < 253402300800:  # up to year 9999
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(x))
+
+
+def config_rows(test: dict[str, Any]) -> list[tuple[str, str]]:
+    """The settings a reader needs to understand the run, one short row each."""
+    rows: list[tuple[str, str]] = []
+
+    def add(what: str, value: Any) -> None:
+        if value not in (None, "", [], {}):
+            rows.append((what, value if isinstance(value, str) else _plain(value)))
+
+    c = test.get("cluster")
+    cluster: dict[str, Any] = c if isinstance(c, dict) else {}
+    versions = cluster.get("broker_versions") or cluster.get("broker_version")
+    broker = cluster.get("broker")
+    system = {None: "Kafka", "apache-kafka": "Apache Kafka"}.get(broker, str(broker))
+    if broker or versions:
+        add("system", f"{system} {_plain(versions) if versions else ''}".strip())
+    add("cluster", cluster_text(test) if cluster else test.get("cluster"))
+    add("replication factor", test.get("replication_factor"))
+    wl = test.get("workload")
+    wl_name = wl.get("name") or wl.get("kind") if isinstance(wl, dict) else wl
+    add("workload", wl_name)
+    opts = test.get("workload_options")
+    add("workload settings", _kv(opts if isinstance(opts, dict) else wl, WORKLOAD_KEYS))
+    txn, idem = test.get("txn"), test.get("idempotence")
+    if txn is not None or idem is not None:
+        add(
+            "transactions",
+            ("on" if txn else "off") + ("" if idem is None else f", idempotence {_plain(idem)}"),
+        )
+    add("producer", _kv(test.get("producer_config"), PRODUCER_KEYS))
+    add("consumer", _kv(test.get("consumer_config"), CONSUMER_KEYS))
+    checker = [(k, test.get(k)) for k in ("sub_via", "ww_deps", "consumer_rewinds")]
+    add("checker", ", ".join(f"{k}={_plain(v)}" for k, v in checker if v is not None))
+    nem = test.get("nemesis")
+    if isinstance(nem, dict):
+        add(
+            "nemesis",
+            ", ".join(str(f) for f in nem.get("faults") or []) or "none",
+        )
+        add("fault schedule", _kv(nem, ("schedule", "interval", "period", "quiet_p")))
     else:
-        yield prefix, d
+        add("nemesis", nem)
+    add("seed", test.get("seed"))
+    tl = _n(test.get("time_limit"))
+    add("time limit", None if tl is None else f"{tl:g} s")
+    add("started", iso_time(test.get("wall_start")))
+    add("ktrial", test.get("ktrial_version"))
+    keys = test.get("keys")
+    topics = test.get("topics")
+    if isinstance(keys, dict) and keys:
+        add(
+            "keys",
+            f"{len(keys)} keys"
+            + (f" over {len(topics)} topics" if isinstance(topics, dict) and topics else ""),
+        )
+    return rows
 
 
 def section_config(test: dict[str, Any]) -> str:
-    out = ['<h2 id="config">Configuration and versions</h2>']
+    """A short curated table; the whole test.json (secrets masked) one click away."""
+    out = ['<h2 id="config">Configuration</h2>']
     if not test:
         return out[0] + _missing("test.json")
-    flat = list(_flatten(test))
-    versions = [(k, v) for k, v in flat if "version" in k.lower()]
-    if versions:
-        out.append(
-            "<h3>Versions</h3>"
-            + _table(
-                ["what", "version"],
-                [
-                    [(esc(k), False), (f'<span class="mono">{esc(to_json(v))}</span>', False)]
-                    for k, v in versions
-                ],
-            )
+    rows = config_rows(test)
+    out.append(
+        _table(
+            ["setting", "value"],
+            [[(esc(k), False), (f'<span class="mono">{esc(v)}</span>', False)] for k, v in rows],
         )
-    out.append("<h3>Configuration (test.json)</h3>")
-    rows = [
-        [(esc(k), False), (f'<span class="mono">{esc(to_json(v))}</span>', False)]
-        for k, v in flat
-        if "version" not in k.lower()
-    ]
-    out.append(_table(["setting", "value"], rows[:1000]))
+    )
+    out.append(
+        '<details id="raw-config"><summary>test.json as written (secrets masked) — '
+        f'or open <a href="test.json">test.json</a></summary><pre>{esc(to_json_pretty(test))}'
+        "</pre></details>"
+    )
     return "".join(out)
 
 
 def _files(run_dir: Path) -> str:
     """Relative links to the run's other files (they open offline, beside this report)."""
-    names = ["history.jsonl", "results.json", "test.json", "junit.xml", "plots/", "logs/"]
+    names = [
+        "timeline.html",
+        "history.jsonl",
+        "results.json",
+        "test.json",
+        "junit.xml",
+        "plots/",
+        "logs/",
+    ]
     links = [
         f'<a href="{esc(n)}">{esc(n)}</a>'
         for n in names
-        if n == "junit.xml" or (run_dir / n.rstrip("/")).exists()
+        if n in ("junit.xml", "timeline.html") or (run_dir / n.rstrip("/")).exists()
     ]
     return '<h2 id="files">Files of this run</h2><p>' + " · ".join(links) + "</p>"
 
@@ -754,8 +1151,11 @@ def build_html(
     test: dict[str, Any],
     scan: HistoryScan,
     plots: dict[str, Path | None],
+    judged: Judged | None = None,
 ) -> str:
     test = redact(test)  # test.json of an older run may hold passwords in clear
+    if judged is None:
+        judged = judged_of(results, test, scan)
     title = f"ktrial: {test.get('name') or run_dir.parent.name} {run_dir.name}"
     generated = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     body = "".join(
@@ -765,11 +1165,12 @@ def build_html(
             '<nav><a href="#anomalies">Anomalies</a><a href="#liveness">Liveness</a>'
             '<a href="#plots">Plots</a>'
             '<a href="#metrics">Metrics</a><a href="#faults">Faults</a>'
-            '<a href="#config">Configuration</a></nav>',
+            '<a href="#config">Configuration</a>'
+            '<a id="timeline-link" href="timeline.html">Timeline of every op ↗</a></nav>',
             section_anomalies(results, scan),
-            section_liveness(results),
-            section_plots(plots, scan.faults),
-            section_metrics(results, scan),
+            section_liveness(results, judged),
+            section_plots(plots, scan.faults, judged),
+            section_metrics(results, scan, judged),
             section_faults(scan.faults),
             section_config(test),
             _files(run_dir),
@@ -784,7 +1185,8 @@ def build_html(
 
 
 def render_report(run_dir: Path, results: dict[str, Any] | None = None) -> Path:
-    """Write report.html (and plots/*.png) for `run_dir`; return the report's path.
+    """Write report.html, timeline.html and plots/*.png for `run_dir`; return the
+    report's path.
 
     `results` defaults to the run's results.json (if any). Reads history.jsonl once.
     """
@@ -794,10 +1196,12 @@ def render_report(run_dir: Path, results: dict[str, Any] | None = None) -> Path:
         results = loaded if isinstance(loaded, dict) else None
     test = _load(rd.test_json) if rd.test_json.exists() else {}
     test = test if isinstance(test, dict) else {}
-    scan = scan_history(rd.history, example_op_indices(results))
+    scan = scan_history(rd.history, example_op_indices(results), TIMELINE_MAX_OPS)
+    judged = judged_of(results, test, scan)
     metrics = (results or {}).get("metrics")
-    plots = all_plots(scan, metrics if isinstance(metrics, dict) else {}, rd.plots)
-    text = build_html(rd.path, results, test, scan, plots)
+    plots = all_plots(scan, metrics if isinstance(metrics, dict) else {}, rd.plots, judged)
+    render_timeline(rd.path, scan, judged, test.get("name") or rd.path.parent.name)
+    text = build_html(rd.path, results, test, scan, plots, judged)
     tmp = rd.path / ".report.html.tmp"
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(rd.report)

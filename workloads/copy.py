@@ -294,6 +294,7 @@ class CopyWorkload:
     def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
         """Finish copying with fresh copiers, then read every key from the beginning."""
         assert self.cfg is not None
+        started_ns = recorder.now()  # fresh copiers are part of the drain
         t0 = time.monotonic()
         deadline = t0 + timeout_s
         in_targets = {k: t for k, t in self.tracker.targets(self.input_keys).items()}
@@ -335,6 +336,7 @@ class CopyWorkload:
             targets,
             max(5.0, deadline - time.monotonic()),
         )
+        res["started_s"] = round(started_ns / 1e9, 3)
         res["copy_caught_up"] = not behind
         res["copy_behind"] = {
             str(k): {"committed": v, "target": in_targets[k]} for k, v in behind.items()

@@ -37,8 +37,11 @@ def drain(
     """Read every key of `targets` (key -> offset to reach) from the beginning.
 
     Returns ``{"caught_up": bool, "lagging_keys": {key: {"position", "target"}},
-    "polls": n, "records": n, "seconds": s}``.
+    "polls": n, "records": n, "seconds": s, "started_s": s}``; `started_s` is the
+    history time the drain began (liveness is not judged from there on:
+    checker/window.py).
     """
+    started_ns = recorder.now()
     t0 = time.monotonic()
     deadline = t0 + timeout_s
     keys = sorted(targets)
@@ -91,4 +94,5 @@ def drain(
         "polls": polls,
         "records": records,
         "seconds": round(time.monotonic() - t0, 3),
+        "started_s": round(started_ns / 1e9, 3),
     }

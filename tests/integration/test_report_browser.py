@@ -99,7 +99,8 @@ window.addEventListener("load", () => {
     if (!e) return null;
     const r = e.getBoundingClientRect();
     return {top: r.top, left: r.left, width: r.width, height: r.height,
-            shown: e.getClientRects().length > 0 && r.height > 0,
+            // checkVisibility: false inside a closed <details> (content-visibility)
+            shown: e.checkVisibility() && r.height > 0,
             text: e.innerText.slice(0, 400),
             colour: getComputedStyle(e).backgroundColor};
   };
@@ -116,7 +117,9 @@ window.addEventListener("load", () => {
 def probe(tmp: Path, page: Path, probes: str, size: str = "1280,900") -> dict:
     """Lay `page` out in Chromium at `size` and return what the probes measured."""
     copy = page.with_name(f".probe-{page.name}")
-    copy.write_text(page.read_text().replace("</body>", PROBE.replace("PROBES", probes) + "</body>"))
+    copy.write_text(
+        page.read_text().replace("</body>", PROBE.replace("PROBES", probes) + "</body>")
+    )
     res = chromium(
         tmp, "--dump-dom", "--virtual-time-budget=5000", f"--window-size={size}", copy.as_uri()
     )
