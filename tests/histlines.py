@@ -4,12 +4,14 @@
 at offset 0; `pl({"x": [[0, 10]]})` a poll micro-op that read it; `inv(1, "send",
 [isnd("x", 10)])` its invoke. An op given `t` (ns) carries that time; `write` gives
 every line without one a time of its line number in ms. `Timeline` builds a history
-on a clock (seconds), for the liveness and metrics tests.
+on a clock (seconds), for the liveness and metrics tests. `edn_op` writes one line of
+a Jepsen history.edn instead (a jepsen.history.Op record).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,22 @@ def timed_send(p: int, t_inv: float, t_ok: float, k: Any, o: int | None, v: int)
 def timed_poll(p: int, t_inv: float, t_ok: float, recs: dict[str, list[list[Any]]]) -> list[Line]:
     """An invoke and an ok completion of a poll, at the given times (ns)."""
     return [inv(p, "poll", [["poll"]], t_inv), ok(p, "poll", [pl(recs)], t_ok)]
+
+
+def edn_op(index: int, process: int | str, type_: str, f: str, value: str, **extra: str) -> str:
+    """One line of a Jepsen history.edn, as `prn` prints a jepsen.history.Op record."""
+    proc = f":{process}" if isinstance(process, str) else str(process)
+    fields = [
+        f":index {index}",
+        f":time {index * 1_000_000}",
+        f":type :{type_}",
+        f":process {proc}",
+        f":f :{f}",
+        f":value {value}",
+    ]
+    # seek_to_beginning_ -> :seek-to-beginning?, poll_ms -> :poll-ms
+    fields += [f":{re.sub('_$', '?', k).replace('_', '-')} {v}" for k, v in extra.items()]
+    return "#jepsen.history.Op{" + ", ".join(fields) + "}"
 
 
 def numbered(*ops: Line) -> list[Line]:

@@ -1,8 +1,10 @@
 """Helpers shared by the checker tests of several files (history lines are in histlines.py).
 
-Running checks (on parsed ops, on files, through the real `ktrial check` entry point),
-the small cycle-shaped histories that both the hand-written cycle tests and the
-full-graph reference use, the copy workload's test.json and the liveness accessors.
+Running checks (on parsed ops, on files, through the real `ktrial check` entry point,
+on a Jepsen history.edn), what a usage error looks like, the small cycle-shaped
+histories that both the hand-written cycle tests and the full-graph reference use,
+Jepsen's own test histories used by two files, the copy workload's test.json and the
+liveness accessors.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check, check_file
 from ktrial.cli import main
-from ktrial.tests.histlines import POLL, Line, inv, isnd, ok, op, pl, snd, write
+from ktrial.tests.histlines import POLL, Line, edn_op, fail, inv, isnd, ok, op, pl, snd, write
 
 
 def check_ops_from(ops: list[Any], **opts: Any) -> dict[str, Any]:
@@ -31,12 +33,37 @@ def first_example(res: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point in process: (exit code, stdout, stderr)."""
+    """Run the real entry point in process: (exit code, stdout, stderr) of this call
+    only (what was printed before it is dropped)."""
+    capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         main(argv)
     out = capsys.readouterr()
     code = e.value.code
     return (code if isinstance(code, int) else 0), out.out, out.err
+
+
+def usage_error(rc: int, out: str, err: str) -> bool:
+    """254, nothing on stdout, an `Error:` line on stderr, no traceback."""
+    return rc == 254 and out == "" and "Error:" in err and "Traceback" not in err
+
+
+def examples_of(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The examples of anomaly `name`; none when it was not found (histlines.examples
+    insists that it was)."""
+    return list(res["anomalies"].get(name, {}).get("examples", []))
+
+
+def pick(ex: dict[str, Any], *keys: str) -> tuple[Any, ...]:
+    """The values of `keys` in an example (None where absent)."""
+    return tuple(ex.get(k) for k in keys)
+
+
+# A failed transaction's send read by an ok poll: G1a, `ktrial check` exits 1.
+G1A: list[Line] = [
+    fail(0, "txn", [snd(2, 0, 20)]),
+    ok(1, "poll", [pl({"2": [[0, 20]]})]),
+]
 
 
 CYCLE_TYPES = ("G0", "G1c", "G0-realtime", "G1c-realtime")
@@ -232,3 +259,27 @@ def run_timed(tmp_path: Path, lines: list[Line], **opts: Any) -> dict[str, Any]:
 def live(res: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = res["metrics"]["liveness"]
     return out
+
+
+def run_edn_check(tmp_path: Path, lines: list[str], *opts: str) -> tuple[int, dict[str, Any]]:
+    """`ktrial check --json` on a history.edn of `lines`, in-process: (exit code, results)."""
+    h = tmp_path / "history.edn"
+    h.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results.json"
+    with pytest.raises(SystemExit) as e:
+        main(["check", "--json", "--out", str(out), *opts, str(h)])
+    code = e.value.code if isinstance(e.value.code, int) else 0
+    assert code in (0, 1, 2), f"exit {code}: valid Jepsen EDN must be checkable"
+    return code, json.loads(out.read_text())
+
+
+# Jepsen's kafka_test.clj "abort doesn't roll back": six values of key x sent, one
+# consumer read 0, then a failed (aborted) txn read 1 and 2 (history.edn lines).
+SEND6 = [
+    edn_op(0, 0, "invoke", "send", "[" + " ".join(f"[:send :x {i}]" for i in range(6)) + "]"),
+    edn_op(1, 0, "ok", "send", "[" + " ".join(f"[:send :x [{i} {i}]]" for i in range(6)) + "]"),
+    edn_op(2, 1, "invoke", "txn", "[[:poll]]"),
+    edn_op(3, 1, "ok", "txn", "[[:poll {:x [[0 0]]}]]"),
+    edn_op(4, 1, "invoke", "txn", "[[:poll]]"),
+    edn_op(5, 1, "fail", "txn", "[[:poll {:x [[1 1] [2 2]]}]]", error=":abort"),
+]

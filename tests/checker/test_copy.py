@@ -1,5 +1,6 @@
 """The exactly-once copy analysis (checker/copy.py): eos-duplicate and eos-loss, the
-copy section of test.json, and what is and is not blamed on the copier.
+copy section of test.json, and what is and is not blamed on the copier; through the
+whole checker on timed histories, and through check_copy alone on hand-made op lists.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ktrial.checker.copy import check_copy
+from ktrial.histories.jsonl import op_from_json
+from ktrial.histories.model import Op
 from ktrial.tests.checker.common import COPY, META, M, run_main
 from ktrial.tests.histlines import Timeline, examples
 
@@ -239,3 +243,99 @@ def test_bad_copy_section_is_a_usage_error(
     d = h.write(tmp_path / "run", {"workload": "copy", "copy": section})
     code, _out, err = run_main(["check", str(d)], capsys)
     assert code == 254 and "test.json" in err and "copy" in err
+
+
+# ------------------------------------------- check_copy alone, on hand-made op lists
+
+# Only the route and the modulus: what check_copy needs of test.json's copy section.
+ROUTE_META: dict[str, Any] = {
+    "workload": "copy",
+    "copy": {"route": {"0": 2, "1": 3}, "value_modulus": M},
+}
+
+
+def ops(*specs: tuple[int, str, str, Any]) -> list[Op]:
+    return [
+        op_from_json({"process": p, "type": t, "f": f, "value": v}, i)
+        for i, (p, t, f, v) in enumerate(specs)
+    ]
+
+
+def base() -> list[tuple[int, str, str, Any]]:
+    return [
+        (0, "ok", "send", [["send", 0, [0, 10]]]),
+        (0, "ok", "send", [["send", 1, [0, 11]]]),
+        (
+            1,
+            "ok",
+            "txn",
+            [
+                ["poll", {"0": [[0, 10]], "1": [[0, 11]]}],
+                ["send", 2, [0, M + 10]],
+                ["send", 3, [0, M + 11]],
+            ],
+        ),
+    ]
+
+
+def drain_reads(out: dict[str, list[list[int]]]) -> tuple[int, str, str, Any]:
+    return (9, "ok", "poll", [["poll", out]])
+
+
+def test_exactly_once_is_clean() -> None:
+    h = ops(
+        *base(),
+        drain_reads({"0": [[0, 10]], "1": [[0, 11]], "2": [[0, M + 10]], "3": [[0, M + 11]]}),
+    )
+    assert check_copy(h, ROUTE_META) == {}
+
+
+def test_a_second_copy_is_an_eos_duplicate() -> None:
+    # A zombie copier's transaction committed the same input again (another step).
+    h = ops(
+        *base(),
+        (5, "ok", "txn", [["poll", {"0": [[0, 10]]}], ["send", 2, [1, 2 * M + 10]]]),
+        drain_reads({"2": [[0, M + 10], [1, 2 * M + 10]], "3": [[0, M + 11]]}),
+    )
+    res = check_copy(h, ROUTE_META)
+    assert set(res) == {"eos-duplicate"}
+    ex = res["eos-duplicate"]["examples"][0]
+    assert (ex["key"], ex["value"], ex["offsets"]) == ("0", 10, [0, 1])
+    assert "copied 2 times" in ex["explanation"]
+
+
+def test_an_uncopied_committed_input_is_an_eos_loss() -> None:
+    h = ops(
+        *base(),
+        (0, "ok", "send", [["send", 0, [1, 12]]]),
+        drain_reads({"0": [[0, 10], [1, 12]], "2": [[0, M + 10]], "3": [[0, M + 11]]}),
+    )
+    res = check_copy(h, {**ROUTE_META, "drain": {"copy_caught_up": False}})
+    assert set(res) == {"eos-loss"}
+    ex = res["eos-loss"]["examples"][0]
+    assert (ex["key"], ex["value"]) == ("0", 12)
+    assert "caveat" in ex
+
+
+def test_aborted_copies_do_not_count() -> None:
+    # The failed (aborted) txn's send is ignored; its retry is the one copy.
+    h = ops(
+        *base()[:2],
+        (1, "fail", "txn", [["poll", {"0": [[0, 10]]}], ["send", 2, [0, M + 10]]]),
+        (
+            1,
+            "ok",
+            "txn",
+            [
+                ["poll", {"0": [[0, 10]], "1": [[0, 11]]}],
+                ["send", 2, [2, 2 * M + 10]],
+                ["send", 3, [0, 2 * M + 11]],
+            ],
+        ),
+        drain_reads({"2": [[2, 2 * M + 10]], "3": [[0, 2 * M + 11]]}),
+    )
+    assert check_copy(h, ROUTE_META) == {}
+
+
+def test_not_a_copy_run() -> None:
+    assert check_copy(ops(*base()), {"workload": "queue"}) == {}

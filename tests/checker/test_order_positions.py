@@ -29,6 +29,7 @@ from ktrial.checker import CheckOptions, check
 from ktrial.checker.options import options_from_test_json
 from ktrial.cli import main
 from ktrial.testing.gen import GenParams, generate, to_ops
+from ktrial.tests.checker.common import SEND6, run_edn_check
 from ktrial.tests.checker.differential.model import (
     Params,
     Style,
@@ -37,10 +38,7 @@ from ktrial.tests.checker.differential.model import (
     simulate,
 )
 from ktrial.tests.checker.factcheck import fact_check
-from ktrial.tests.histlines import examples, fail, info, ok, pl, run, snd, types, write
-from ktrial.tests.test_histories_jepsen_fidelity import SEND6
-from ktrial.tests.test_histories_jepsen_fidelity import op as edn_op
-from ktrial.tests.test_histories_jepsen_fidelity import run_check as run_edn
+from ktrial.tests.histlines import edn_op, examples, fail, info, ok, pl, run, snd, types, write
 
 Line = dict[str, Any]
 ORDER = {"poll-skip", "nonmonotonic-poll"}
@@ -134,12 +132,12 @@ def test_jepsens_edn_history_through_the_command_line(tmp_path: Path) -> None:
         edn_op(8, 1, "invoke", "txn", "[[:poll]]"),
         edn_op(9, 1, "ok", "txn", "[[:poll {:x [[5 5]]}]]"),
     ]
-    code, res = run_edn(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1 and "poll-skip" in res["bad_error_types"]
     assert res["stats"]["options"]["consumer_rewinds"] is True
     skipped = sorted(e["skipped"] for e in examples(res, "poll-skip"))
     assert skipped == [[1, 2], [1, 2, 3, 4]]  # Jepsen's :skipped of the two cases
-    code, res = run_edn(tmp_path, lines, "--no-consumer-rewinds")
+    code, res = run_edn_check(tmp_path, lines, "--no-consumer-rewinds")
     assert code == 1 and "poll-skip" not in res["error_types"]  # lost-write still
     assert res["stats"]["options"]["consumer_rewinds"] is False
 

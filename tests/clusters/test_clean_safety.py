@@ -8,7 +8,6 @@ never at stake; dry runs look at the whole machine.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -18,58 +17,18 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ktrial.clusters import cgroups, clean, netns
 from ktrial.clusters import state as statemod
+from ktrial.tests.processes import Procs, dead_pid
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
-
-
 def alive(pid: int) -> bool:
     return statemod.is_alive(pid, None)
-
-
-class Procs:
-    """Processes a test starts; all of them killed (and reaped) at teardown."""
-
-    def __init__(self) -> None:
-        self.started: list[subprocess.Popen[bytes]] = []
-
-    def start(self, argv: list[str], **env: str) -> int:
-        p = subprocess.Popen(
-            argv,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.started.append(p)
-        return p.pid
-
-    def close(self) -> None:
-        for p in self.started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(10)
-
-
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    ps = Procs()
-    try:
-        yield ps
-    finally:
-        ps.close()
 
 
 @pytest.fixture

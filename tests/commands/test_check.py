@@ -1,6 +1,10 @@
 """`ktrial check` (commands/check.py): exit codes 0/1/2/254, results.json, the human
 summary, options from test.json and the command line, and odd or malformed input
-(file:line: reason, never a traceback).
+(file:line: reason, never a traceback); its --help, bad option values (usage errors,
+never a crash), what goes to stdout and stderr, and --out. What it accepts as a PATH
+and beside it (run directories, store layouts, test.json) is in test_check_inputs.py;
+exit codes are in docs/design.md (0 valid, 1 invalid, 2 unknown, 254 usage error,
+255 crash).
 """
 
 from __future__ import annotations
@@ -15,9 +19,18 @@ import pytest
 from click.testing import CliRunner
 from ktrial.cli import cli
 from ktrial.tests.checker.boundary_cases import case
-from ktrial.tests.checker.common import poll_pair, run_check, run_main, send_pair, write_as_is
+from ktrial.tests.checker.common import (
+    G1A,
+    poll_pair,
+    run_check,
+    run_main,
+    send_pair,
+    usage_error,
+    write_as_is,
+)
 from ktrial.tests.checker.factcheck import fact_check
 from ktrial.tests.histlines import Line, examples, fail, info, inv, numbered, ok, pl, snd
+from ktrial.tests.histlines import write as write_numbered
 
 SEND_POLL = [ok(0, "send", [snd(1, 0, 5)]), ok(1, "poll", [pl({"1": [[0, 5]]})])]
 
@@ -386,3 +399,419 @@ def test_through_the_real_entry_point(tmp_path: Path) -> None:
         [sys.executable, "-m", "ktrial", "check", str(bad)], capture_output=True, text=True
     )
     assert p.returncode == 254 and f"{bad}:1:" in p.stderr and "Traceback" not in p.stderr
+
+
+# ================================================================ help, usage errors, output
+
+
+VALID_RUN = [
+    inv(0, "send", [["send", 1, 10]]),
+    ok(0, "send", [snd(1, 0, 10)]),
+    inv(1, "poll", [["poll"]]),
+    ok(1, "poll", [pl({"1": [[0, 10]]})]),
+]
+UNKNOWN_RUN = [ok(0, "send", [snd(1, 0, 10)])]  # nothing read: nothing could be checked
+# Several bad types at once: G1a, duplicate, int-poll-skip, lost-write, unseen.
+MANY = [
+    ok(0, "send", [snd(1, 0, 10)]),
+    ok(0, "send", [snd(1, 1, 11)]),
+    ok(0, "send", [snd(1, 2, 12)]),
+    fail(2, "txn", [snd(2, 0, 20)]),
+    ok(1, "poll", [pl({"1": [[0, 10], [2, 12], [3, 10]], "2": [[0, 20]]})]),
+]
+HISTORIES = {"valid": (VALID_RUN, 0), "invalid": (G1A, 1), "unknown": (UNKNOWN_RUN, 2)}
+
+
+def test_check_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    from ktrial.commands.check import check as check_cmd
+
+    rc, out, _ = run_main(["check", "--help"], capsys)
+    assert rc == 0
+    opts = [o for p in check_cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+    assert len(opts) >= 16
+    for o in opts:
+        assert o in out, o
+    assert "254" in out and "0 valid" in out
+
+
+# ================================================================ usage errors
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--sub-via", "foo"],
+        ["--sub-via", ""],
+        ["--window", "-1"],
+        ["--window", "abc"],
+        ["--window", "0"],
+        ["--cycle-timeout", "0"],
+        ["--cycle-timeout", "-5"],
+        ["--cycle-timeout", "ten"],
+        ["--max-examples", "-1"],
+        ["--max-examples", "2.5"],
+        ["--starvation-ratio", "1.5"],
+        ["--starvation-ratio", "0"],
+        ["--starvation-min-offered", "0"],
+        ["--starvation-lag", "-1"],
+        ["--stuck-after", "0"],
+        ["--recovery-within", "-1"],
+        ["--memory-growth", "-0.1"],
+        ["--memory-growth-mib", "-1"],
+        ["--memory-growth-mib", "lots"],
+        ["--bogus"],
+        ["--out"],
+        ["--ww-deps=yes"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_bad_option_values_are_usage_errors(
+    tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    rc, out, err = run_main(["check", str(h), *args], capsys)
+    assert usage_error(rc, out, err), (rc, out, err)
+    assert not (tmp_path / "results.json").exists()  # nothing checked, nothing written
+
+
+@pytest.mark.parametrize("argv", [["check"], ["check", "a", "b"], ["chek", "x"]])
+def test_bad_arguments_are_usage_errors(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = run_main(argv, capsys)
+    assert usage_error(rc, out, err), (rc, out, err)
+
+
+def test_usage_error_through_python_dash_m(tmp_path: Path) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", VALID_RUN)
+    p = subprocess.run(
+        [sys.executable, "-m", "ktrial", "check", str(h), "--sub-via", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert p.returncode == 254 and p.stdout == "" and "Traceback" not in p.stderr
+    assert "'--sub-via'" in p.stderr
+
+
+# Out-of-range floats that click's FloatRange lets through (inf, 1e300, nan).
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--window", "inf"], id="window-inf"),
+        pytest.param(["--window", "1e300"], id="window-1e300"),
+        pytest.param(["--stuck-after", "inf"], id="stuck-inf"),
+        pytest.param(["--starvation-lag", "inf"], id="lag-inf"),
+        pytest.param(["--starvation-lag", "1e300"], id="lag-1e300"),
+        pytest.param(["--starvation-lag", "nan"], id="lag-nan"),
+        pytest.param(["--memory-growth-mib", "inf"], id="mib-inf"),
+        pytest.param(["--memory-growth-mib", "1e300"], id="mib-1e300"),
+        pytest.param(["--max-examples", str(10**20)], id="max-examples-1e20"),
+    ],
+)
+def test_huge_or_infinite_thresholds_do_not_crash(
+    tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", VALID_RUN)
+    rc, out, err = run_main(["check", str(h), "--out", str(tmp_path / "r.json"), *args], capsys)
+    # Either "no limit" (the check runs: VALID_RUN, 0) or a usage error (254); never a crash.
+    assert "Traceback" not in err and "crashed" not in err, err[-300:]
+    assert rc == 0 or usage_error(rc, out, err), (rc, err[-300:])
+
+
+def test_infinite_cycle_timeout_and_recovery_are_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    for args in (
+        ["--cycle-timeout", "1e308"],
+        ["--cycle-timeout", "inf"],
+        ["--recovery-within", "inf"],
+    ):
+        rc, out, err = run_main(["check", str(h), *args], capsys)
+        assert rc == 1 and "INVALID" in out and "Traceback" not in err, (args, err)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--cycle-timeout", "nan"], ["--memory-growth", "nan"]],
+    ids=lambda a: " ".join(a),
+)
+def test_nan_thresholds_are_usage_errors(
+    tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", VALID_RUN)
+    rc, out, err = run_main(["check", str(h), "--out", str(tmp_path / "r.json"), *args], capsys)
+    assert usage_error(rc, out, err), (rc, out, err)
+
+
+def test_nan_window_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", VALID_RUN)
+    for args in (["--window", "nan"], ["--stuck-after", "nan"], ["--starvation-ratio", "nan"]):
+        rc, out, err = run_main(["check", str(h), *args], capsys)
+        assert usage_error(rc, out, err), (args, rc, err)
+
+
+def test_bad_cli_value_message_names_the_option_not_test_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", VALID_RUN)
+    rc, _, err = run_main(["check", str(h), "--window", "nan"], capsys)
+    assert rc == 254
+    assert not err.startswith("Error: None:"), err
+    assert "--window" in err, err
+    (tmp_path / "test.json").write_text("{}")
+    rc, _, err = run_main(["check", str(h), "--stuck-after", "nan"], capsys)
+    assert rc == 254 and "test.json" not in err and "--stuck-after" in err, err
+
+
+@pytest.mark.parametrize("meta", [{"liveness_window_s": 1e300}, {"checker": {"stuck_s": 1e300}}])
+def test_test_json_huge_threshold_is_not_a_crash(
+    tmp_path: Path, meta: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_numbered(tmp_path / "history.jsonl", VALID_RUN)
+    (tmp_path / "test.json").write_text(json.dumps(meta))
+    rc, out, err = run_main(["check", str(tmp_path)], capsys)
+    assert "Traceback" not in err, err[-300:]
+    assert rc == 0 or usage_error(rc, out, err), (rc, err[-300:])
+
+
+def test_test_json_bad_threshold_is_a_usage_error_naming_test_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_numbered(tmp_path / "history.jsonl", VALID_RUN)
+    (tmp_path / "test.json").write_text(json.dumps({"liveness_window_s": -1}))
+    rc, out, err = run_main(["check", str(tmp_path)], capsys)
+    assert usage_error(rc, out, err) and "test.json" in err and "liveness_window_s" in err
+
+
+def test_command_line_overrides_a_bad_test_json_threshold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_numbered(tmp_path / "history.jsonl", VALID_RUN)
+    (tmp_path / "test.json").write_text(json.dumps({"liveness_window_s": -1}))
+    rc, out, err = run_main(["check", str(tmp_path), "--window", "5"], capsys)
+    assert rc == 0 and "VALID" in out, err
+
+
+# ================================================================ verdicts, stdout/stderr
+
+
+@pytest.mark.parametrize("name", sorted(HISTORIES))
+@pytest.mark.parametrize("as_json", [False, True])
+def test_exit_code_equals_verdict(
+    tmp_path: Path, name: str, as_json: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines, code = HISTORIES[name]
+    h = write_numbered(tmp_path / "h.jsonl", lines)
+    rc, out, err = run_main(["check", str(h), *(["--json"] if as_json else [])], capsys)
+    assert rc == code, (rc, out, err)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["valid"] == {0: True, 1: False, 2: "unknown"}[code]
+    if as_json:
+        assert json.loads(out) == written  # stdout is exactly the results, nothing else
+    else:
+        verdict = {0: "VALID", 1: "INVALID", 2: "UNKNOWN"}[code]
+        assert out.splitlines()[0] == f"{h}: {verdict}"
+        assert out.rstrip().endswith(f"results: {tmp_path / 'results.json'}")
+    assert err == ""
+
+
+def test_summary_names_each_type_with_count_and_an_explained_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", MANY)
+    rc, out, _ = run_main(["check", str(h)], capsys)
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert rc == 1
+    assert set(res["bad_error_types"]) >= {"G1a", "duplicate", "lost-write", "unseen"}
+    lines = out.splitlines()
+    for name in res["error_types"]:
+        i = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"BAD {name}:"))
+        assert lines[i].strip() == f"BAD {name}: {res['anomalies'][name]['count']}"
+        assert lines[i + 1].strip().startswith("e.g. ")
+    text = out
+    assert "value 20 of key 2 at offset 0" in text and "op 3" in text  # G1a
+    assert "Value 10 of key 1 sits at 2 offsets (0, 3)" in text  # duplicate
+    assert "sent value 11 to key 1" in text and "offset 1" in text  # lost-write
+
+
+def test_max_examples_caps_examples_not_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [fail(0, "txn", [snd(2, i, 20 + i)]) for i in range(3)]
+    lines.append(ok(1, "poll", [pl({"2": [[i, 20 + i] for i in range(3)]})]))
+    h = write_numbered(tmp_path / "h.jsonl", lines)
+    for n, shown in ((1, 1), (0, 0), (50, 3)):
+        rc, out, _ = run_main(["check", str(h), "--json", "--max-examples", str(n)], capsys)
+        a = json.loads(out)["anomalies"]["G1a"]
+        assert rc == 1 and a["count"] == 3 and len(a["examples"]) == shown
+
+
+def test_json_output_pipes_with_a_torn_line_warning_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    with h.open("a") as fh:
+        fh.write('{"index": 2, "ti')
+    rc, out, err = run_main(["check", str(h), "--json"], capsys)
+    assert rc == 1 and json.loads(out)["bad_error_types"] == ["G1a"]
+    assert err.startswith("warning: ") and f"{h}:3" in err and "torn" in err
+
+
+def test_json_through_a_real_pipe_is_pure_json(tmp_path: Path) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    p = subprocess.run(
+        [sys.executable, "-m", "ktrial", "check", str(h), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 1
+    assert json.loads(p.stdout)["valid"] is False
+    assert "Traceback" not in p.stderr
+
+
+# ================================================================ options take effect
+
+
+def test_sub_via_and_ww_deps_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A consumer's next read jumps past offset 1: poll-skip, bad only under assign.
+    lines = [
+        ok(0, "send", [snd(1, 0, 10)]),
+        ok(0, "send", [snd(1, 1, 11)]),
+        ok(0, "send", [snd(1, 2, 12)]),
+        ok(1, "poll", [pl({"1": [[0, 10]]})]),
+        ok(1, "poll", [pl({"1": [[2, 12]]})]),
+        ok(2, "poll", [pl({"1": [[0, 10], [1, 11], [2, 12]]})]),
+    ]
+    write_numbered(tmp_path / "history.jsonl", lines)
+    (tmp_path / "test.json").write_text(json.dumps({"workload": {"sub_via": "assign"}}))
+    rc, out, _ = run_main(["check", str(tmp_path), "--json"], capsys)
+    res = json.loads(out)
+    assert rc == 1 and res["bad_error_types"] == ["poll-skip"]
+    assert res["stats"]["options"]["sub_via"] == "assign"
+    rc, out, _ = run_main(["check", str(tmp_path), "--json", "--sub-via", "subscribe"], capsys)
+    res = json.loads(out)
+    assert rc == 0 and "poll-skip" in res["error_types"] and res["bad_error_types"] == []
+    assert res["stats"]["options"]["sub_via"] == "subscribe"
+    for flag, want in (("--no-ww-deps", False), ("--ww-deps", True)):
+        rc, out, _ = run_main(["check", str(tmp_path), flag], capsys)
+        assert f"ww_deps={want}" in out
+
+
+def test_liveness_thresholds_and_liveness_bad(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # value 10 acknowledged at ~0 s, first read 5 s later
+    lines = [
+        inv(0, "send", [["send", 1, 10]]),
+        ok(0, "send", [snd(1, 0, 10)]),
+        inv(1, "poll", [["poll"]]),
+        ok(1, "poll", [pl({"1": [[0, 10]]})]),
+    ]
+    h = tmp_path / "h.jsonl"
+    h.write_text(
+        "".join(
+            json.dumps({"index": i, "time": t, **o}) + "\n"
+            for i, (t, o) in enumerate(
+                zip((0, 1_000_000, 5 * 10**9, 5 * 10**9 + 1), lines, strict=True)
+            )
+        )
+    )
+    rc, out, _ = run_main(["check", str(h)], capsys)
+    assert rc == 0 and "stuck-partition" not in out  # default 30 s
+    rc, out, _ = run_main(["check", str(h), "--stuck-after", "1"], capsys)
+    assert rc == 0 and "warn liveness stuck-partition: 1" in out and "key 1" in out
+    assert "--liveness-bad" in out
+    rc, out, _ = run_main(["check", str(h), "--stuck-after", "1", "--liveness-bad"], capsys)
+    assert rc == 1 and "BAD  liveness stuck-partition: 1" in out and "value 10" in out
+    rc, out, _ = run_main(
+        ["check", str(h), "--stuck-after", "1", "--liveness-bad", "--json"], capsys
+    )
+    assert rc == 1 and json.loads(out)["bad_error_types"] == ["stuck-partition"]
+    (tmp_path / "test.json").write_text(json.dumps({"liveness_bad": True, "stuck_s": 1}))
+    rc, _, _ = run_main(["check", str(h)], capsys)
+    assert rc == 1
+    rc, _, _ = run_main(["check", str(h), "--no-liveness-bad"], capsys)
+    assert rc == 0
+    rc, _, _ = run_main(["check", str(h), "--stuck-after", "10"], capsys)
+    assert rc == 0
+
+
+def test_tiny_cycle_timeout_makes_a_cycle_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        ok(0, "txn", [snd(1, 0, 1), pl({"2": [[0, 2]]})]),
+        ok(1, "txn", [snd(2, 0, 2), pl({"1": [[0, 1]]})]),
+    ]
+    h = write_numbered(tmp_path / "h.jsonl", lines)
+    rc, out, _ = run_main(["check", str(h)], capsys)
+    assert rc == 1 and "G1c" in out
+    rc, out, _ = run_main(["check", str(h), "--cycle-timeout", "1e-12"], capsys)
+    assert rc == 2 and "UNKNOWN" in out and "cycle-search-timeout: 1" in out and "op 0" in out
+
+
+# ================================================================ --out and results.json
+
+
+def test_out_to_a_file_writes_there_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    out_file = tmp_path / "elsewhere.json"
+    rc, out, _ = run_main(["check", str(h), "--out", str(out_file)], capsys)
+    assert rc == 1 and f"results: {out_file}" in out
+    assert json.loads(out_file.read_text())["bad_error_types"] == ["G1a"]
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_out_to_a_directory_keeps_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    d = tmp_path / "outdir"
+    d.mkdir()
+    rc, out, _ = run_main(["check", str(h), "--out", str(d)], capsys)
+    assert rc == 1 and "INVALID" in out
+
+
+@pytest.mark.parametrize("where", ["missing-parent", "under-a-file"])
+def test_unwritable_out_keeps_verdict_and_warns(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = write_numbered(tmp_path / "h.jsonl", G1A)
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / ("no/such/dir/r.json" if where == "missing-parent" else "afile/r.json")
+    for extra in ([], ["--json"]):
+        rc, out, err = run_main(["check", str(h), "--out", str(target), *extra], capsys)
+        assert rc == 1, (rc, err)
+        assert ("INVALID" in out) if not extra else (json.loads(out)["valid"] is False)
+        assert str(target) in err and "Traceback" not in err
+
+
+def test_unwritable_out_message_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pins today's behaviour (254, a one-line reason naming the path, no traceback)."""
+    h = write_numbered(tmp_path / "h.jsonl", VALID_RUN)
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afile" / "r.json"
+    rc, out, err = run_main(["check", str(h), "--out", str(target)], capsys)
+    if rc == 254:
+        assert out == "" and f"{target}: cannot write results" in err and "Traceback" not in err
+    else:  # after a fix: the verdict with a warning
+        assert rc == 0 and str(target) in err
+
+
+def test_unwritable_default_results_location_keeps_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As root nothing is read-only, so block the default path: results.json is a directory.
+    write_numbered(tmp_path / "history.jsonl", G1A)
+    (tmp_path / "results.json").mkdir()
+    rc, out, err = run_main(["check", str(tmp_path)], capsys)
+    assert rc == 1 and "INVALID" in out and "G1a" in out
+    assert "results.json" in err and "warning" in err.lower()

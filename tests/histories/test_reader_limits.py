@@ -17,27 +17,18 @@ from typing import Any
 
 import orjson
 import pytest
-from ktrial.cli import main
 from ktrial.commands import check as check_cmd
 from ktrial.histories import edn, jsonl
 from ktrial.histories.edn import EdnError, iter_edn_history, loads_edn
 from ktrial.histories.jsonl import HistoryError, HistoryWriter, iter_flat, iter_history
 from ktrial.histories.model import Op
+from ktrial.tests.checker.common import run_main
 
 SEND = {"index": 0, "time": 0, "process": 0, "type": "ok", "f": "send"}
 SEND_V = [["send", 1, [0, 1]]]
 POLL = {"index": 1, "time": 1, "process": 1, "type": "ok", "f": "poll"}
 POLL_V = [["poll", {"1": [[0, 1]]}]]
 EDN_SEND = "{:index 0, :time 0, :process 0, :type :ok, :f :send, :value [[:send 1 [0 1]]]}"
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The real entry point, in process: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    code = e.value.code
-    return (code if isinstance(code, int) else 0), out.out, out.err
 
 
 def history(tmp_path: Path, *lines: str | dict[str, Any], name: str = "history.jsonl") -> Path:
@@ -49,7 +40,7 @@ def history(tmp_path: Path, *lines: str | dict[str, Any], name: str = "history.j
 def refused(capsys: pytest.CaptureFixture[str], path: Path, line: int, *reasons: str) -> str:
     """`ktrial check path` exits 254 naming path:line and each reason, no traceback,
     quoting little of the input; the message."""
-    rc, _out, err = cli(["check", str(path), "--out", str(path.parent / "r.json")], capsys)
+    rc, _out, err = run_main(["check", str(path), "--out", str(path.parent / "r.json")], capsys)
     assert rc == 254, err
     assert f"{path}:{line}: " in err, err
     for r in reasons:
@@ -104,7 +95,7 @@ def test_edn_long_n_integer_in_a_history_is_read(
     )
     ops = list(iter_edn_history(p))
     assert ops[1].value == [0, 123456789012345678901234567890]
-    rc, _out, err = cli(["check", str(p), "--out", str(tmp_path / "r.json")], capsys)
+    rc, _out, err = run_main(["check", str(p), "--out", str(tmp_path / "r.json")], capsys)
     assert rc in (0, 2), err
 
 
@@ -349,7 +340,7 @@ def test_test_json_fifo_is_refused_not_waited_on(
 ) -> None:
     history(tmp_path, {**SEND, "value": SEND_V})
     os.mkfifo(tmp_path / "test.json")
-    rc, _out, err = cli(["check", str(tmp_path)], capsys)
+    rc, _out, err = run_main(["check", str(tmp_path)], capsys)
     assert rc == 254, err
     assert "test.json" in err and "not a regular file" in err
 
@@ -360,7 +351,7 @@ def test_test_json_linked_to_dev_zero_is_refused(
 ) -> None:
     history(tmp_path, {**SEND, "value": SEND_V})
     (tmp_path / "test.json").symlink_to("/dev/zero")
-    rc, _out, err = cli(["check", str(tmp_path)], capsys)
+    rc, _out, err = run_main(["check", str(tmp_path)], capsys)
     assert rc == 254, err
     assert "not a regular file" in err
 
@@ -372,11 +363,11 @@ def test_test_json_over_its_size_limit_is_refused(
     monkeypatch.setattr(check_cmd, "MAX_TEST_JSON", 1000)
     history(tmp_path, {**SEND, "value": SEND_V})
     (tmp_path / "test.json").write_text(json.dumps({"pad": "x" * 2000}))
-    rc, _out, err = cli(["check", str(tmp_path)], capsys)
+    rc, _out, err = run_main(["check", str(tmp_path)], capsys)
     assert rc == 254, err
     assert "larger than 1,000 bytes" in err
     (tmp_path / "test.json").write_text(json.dumps({"sub_via": "assign"}))
-    rc, _out, err = cli(["check", str(tmp_path)], capsys)
+    rc, _out, err = run_main(["check", str(tmp_path)], capsys)
     assert rc in (0, 2), err
 
 

@@ -11,17 +11,13 @@ Both JSONL readers (the block reader and the strict one) and the EDN reader must
 
 from __future__ import annotations
 
-import contextlib
 import json
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ktrial.checker import check_file
-from ktrial.cli import main
-from ktrial.histories import jsonl
 from ktrial.histories.edn import dump_edn_op, iter_any_history, iter_edn_history
 from ktrial.histories.jsonl import (
     AnonymousProcessWarning,
@@ -33,21 +29,10 @@ from ktrial.histories.jsonl import (
     op_from_json,
 )
 from ktrial.histories.model import ANONYMOUS, CLIENT_FS, Flat, flatten
+from ktrial.tests.checker.common import run_main, write_as_is
+from ktrial.tests.histories.common import strict_only
 
 Line = dict[str, Any]
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out = capsys.readouterr()
-    code = e.value.code
-    return (code if isinstance(code, int) else 0), out.out, out.err
-
-
-def write(path: Path, lines: list[Line]) -> Path:
-    path.write_text("".join(json.dumps(o) + "\n" for o in lines))
-    return path
 
 
 def write_edn(path: Path, lines: list[Line], nil: bool = False) -> Path:
@@ -67,18 +52,6 @@ def write_edn(path: Path, lines: list[Line], nil: bool = False) -> Path:
         out.append(text + "\n")
     path.write_text("".join(out))
     return path
-
-
-@contextlib.contextmanager
-def strict_only() -> Iterator[None]:
-    """Read as without msgspec: every line through the strict reader."""
-    saved = jsonl.decode_block, jsonl.decode_line
-    jsonl.decode_block = lambda buf: None  # type: ignore[assignment]
-    jsonl.decode_line = lambda raw: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        jsonl.decode_block, jsonl.decode_line = saved
 
 
 def read_all(path: Path, **kw: Any) -> tuple[list[Any], list[warnings.WarningMessage]]:
@@ -122,7 +95,7 @@ def test_ops_without_a_process_are_one_anonymous_process(
         write_edn(p, lines, nil=spelling == "null")
         assert (":process nil" in p.read_text()) == (spelling == "null")
     else:
-        write(p, lines)
+        write_as_is(p, lines)
     ops, caught = read_all(p)
     assert [o.process for o in ops] == [ANONYMOUS] * 2 + ["nemesis"] + [ANONYMOUS] * 2
     anon = [w.message for w in caught if isinstance(w.message, AnonymousProcessWarning)]
@@ -141,8 +114,8 @@ def test_ops_without_a_process_are_one_anonymous_process(
 def test_check_prints_the_warning_and_counts_anonymous_ops_in_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    p = write(tmp_path / "history.jsonl", NO_PROCESS)
-    rc, _out, err = cli(["check", str(p)], capsys)
+    p = write_as_is(tmp_path / "history.jsonl", NO_PROCESS)
+    rc, _out, err = run_main(["check", str(p)], capsys)
     assert rc == 0, err
     assert "warning:" in err and "4 ops have no process" in err
     res = json.loads((tmp_path / "results.json").read_text())
@@ -150,8 +123,8 @@ def test_check_prints_the_warning_and_counts_anonymous_ops_in_results(
     assert res["input"]["skipped_unknown_f"] == {}
     assert any("no process" in w for w in res["input"]["warnings"])
     # a history with processes: an empty input section, no warning
-    write(p, [{**o, "process": 0} for o in NO_PROCESS])
-    rc, _out, err = cli(["check", str(p)], capsys)
+    write_as_is(p, [{**o, "process": 0} for o in NO_PROCESS])
+    rc, _out, err = run_main(["check", str(p)], capsys)
     assert rc == 0 and "warning" not in err
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["input"] == {"warnings": [], "skipped_unknown_f": {}, "anonymous_process_ops": 0}
@@ -161,7 +134,7 @@ def test_a_process_named_anonymous_is_the_same_process(tmp_path: Path) -> None:
     """The anonymous process has a name; a history's own process of that name joins it
     (documented), but only the ops with no process are counted in the warning."""
     lines = [NO_PROCESS[0], {**NO_PROCESS[1], "process": ANONYMOUS}]
-    ops, caught = read_all(write(tmp_path / "h.jsonl", lines))
+    ops, caught = read_all(write_as_is(tmp_path / "h.jsonl", lines))
     assert [o.process for o in ops] == [ANONYMOUS, ANONYMOUS]
     (w,) = [w.message for w in caught if isinstance(w.message, AnonymousProcessWarning)]
     assert w.count == 1
@@ -209,8 +182,8 @@ def test_an_unknown_client_f_is_an_error_by_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
     p = tmp_path / f"history.{fmt}"
-    (write_edn if fmt == "edn" else write)(p, G1A_THROUGH_UNKNOWN_F)
-    rc, out, err = cli(["check", str(p)], capsys)
+    (write_edn if fmt == "edn" else write_as_is)(p, G1A_THROUGH_UNKNOWN_F)
+    rc, out, err = run_main(["check", str(p)], capsys)
     assert rc == 254, (out, err)
     assert f"{p}:5: client op with unknown f 'Poll'" in err, err
     assert all(f in err for f in CLIENT_FS)  # what ktrial knows
@@ -229,14 +202,14 @@ def test_ignore_unknown_f_skips_with_a_warning_counted_in_results(
     lines = [*G1A_THROUGH_UNKNOWN_F]
     lines.append({"index": 8, "time": 8, "process": 3, "type": "info", "f": "produce", "value": 1})
     p = tmp_path / f"history.{fmt}"
-    (write_edn if fmt == "edn" else write)(p, lines)
+    (write_edn if fmt == "edn" else write_as_is)(p, lines)
     ops, caught = read_all(p, ignore_unknown_f=True)
     assert [o.index for o in ops] == [0, 1, 2, 3, 6, 7]  # indices kept as written
     (w,) = [w.message for w in caught if isinstance(w.message, UnknownFWarning)]
     assert w.counts == {"Poll": 2, "produce": 1}
     assert "'Poll' x2 (first at line 5)" in str(w) and "not checked" in str(w)
 
-    rc, _out, err = cli(["check", str(p), "--ignore-unknown-f"], capsys)
+    rc, _out, err = run_main(["check", str(p), "--ignore-unknown-f"], capsys)
     assert rc == 0, err  # the G1a read went with the skipped ops: said loudly
     assert "warning:" in err and "skipped 3 client ops" in err
     res = json.loads((tmp_path / "results.json").read_text())
@@ -246,7 +219,7 @@ def test_ignore_unknown_f_skips_with_a_warning_counted_in_results(
 
 def test_the_g1a_read_is_found_once_its_f_is_spelt_right(tmp_path: Path) -> None:
     lines = [{**o, "f": "poll"} if o["f"] == "Poll" else o for o in G1A_THROUGH_UNKNOWN_F]
-    res = check_file(write(tmp_path / "history.jsonl", lines))
+    res = check_file(write_as_is(tmp_path / "history.jsonl", lines))
     assert res["valid"] is False and "G1a" in res["bad_error_types"]
 
 
@@ -259,7 +232,7 @@ def test_nemesis_ops_and_jepsen_client_fs_are_known(tmp_path: Path) -> None:
         {"process": 1, "type": "info", "f": "crash", "value": None},
         {"process": 2, "type": "ok", "f": "subscribe", "value": [1]},
     ]
-    ops, caught = read_all(write(tmp_path / "h.jsonl", lines))
+    ops, caught = read_all(write_as_is(tmp_path / "h.jsonl", lines))
     assert len(ops) == 6 and not caught
 
 
@@ -287,7 +260,7 @@ def test_an_index_used_twice_is_an_error_naming_both_lines(
     lines = _numbered(4000)
     a, b = sorted((first, again))
     lines[b] = {**lines[b], "index": lines[a]["index"]}
-    p = write(tmp_path / "history.jsonl", lines)
+    p = write_as_is(tmp_path / "history.jsonl", lines)
     want = f"{p}:{b + 1}: index {a} is used again (line {a + 1} has it too)"
     for reader in (iter_history, iter_flat):
         with pytest.raises(HistoryError) as ei:
@@ -308,7 +281,7 @@ def test_an_index_used_twice_in_edn_and_by_check(
     with pytest.raises(HistoryError, match=r"index 2 is used again \(line 3 has it too\)") as ei:
         list(iter_any_history(p))
     assert ei.value.line == 8
-    rc, _out, err = cli(["check", str(p)], capsys)
+    rc, _out, err = run_main(["check", str(p)], capsys)
     assert rc == 254 and f"{p}:8: index 2 is used again" in err
 
 
@@ -317,7 +290,7 @@ def test_indices_in_any_order_or_missing_are_fine(tmp_path: Path) -> None:
     lines.reverse()  # descending: every index off the run
     for o in lines[::7]:
         del o["index"]  # no index: the op's ordinal, which is no index the file gave
-    ops, _caught = read_all(write(tmp_path / "h.jsonl", lines))
+    ops, _caught = read_all(write_as_is(tmp_path / "h.jsonl", lines))
     assert len(ops) == 3000
 
 

@@ -3,7 +3,7 @@
 
 A scripted client stands in for a Kafka client library, so these tests pin what any
 driver (confluent today, a Java or Go worker later) must do, with no broker: the
-confluent side is tests/test_workloads_txn_abort.py and tests/integration/.
+confluent side is tests/workloads/test_txn_abort.py and tests/integration/.
 """
 
 from __future__ import annotations

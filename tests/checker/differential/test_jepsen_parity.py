@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from ktrial.checker import CheckOptions, check, check_file
 from ktrial.histories.edn import iter_any_history
+from ktrial.tests.checker.common import examples_of, pick
 from ktrial.tests.histlines import Line, S, fail, info, inv, ok, op, pl, snd, types
 
 
@@ -58,14 +59,6 @@ def run(tmp_path: Path, lines: list[Line], fmt: str = "jsonl", **opts: Any) -> d
     return check(iter_any_history(h), CheckOptions(**opts))
 
 
-def examples(res: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return list(res["anomalies"].get(name, {}).get("examples", []))
-
-
-def pick(ex: dict[str, Any], *keys: str) -> tuple[Any, ...]:
-    return tuple(ex.get(k) for k in keys)
-
-
 FMTS = pytest.mark.parametrize("fmt", ["jsonl", "edn"])
 
 
@@ -103,7 +96,7 @@ def test_vo_polls_of_failed_and_info_ops_are_log_truth(tmp_path: Path, fmt: str,
         fmt,
     )
     assert types(res) == ({"inconsistent-offsets"}, {"inconsistent-offsets"})
-    ex = examples(res, "inconsistent-offsets")[0]
+    ex = examples_of(res, "inconsistent-offsets")[0]
     assert pick(ex, "key", "offset", "values") == ("x", 0, [2, 9])
     assert ex["ops"] == [0, 1, 2]
 
@@ -120,8 +113,8 @@ def test_vo_committed_info_send_offset_is_log_truth(tmp_path: Path) -> None:
         ],
     )
     assert types(res)[1] == {"inconsistent-offsets", "lost-write"}
-    assert pick(examples(res, "inconsistent-offsets")[0], "offset", "values") == (0, [1, 3])
-    lw = examples(res, "lost-write")[0]
+    assert pick(examples_of(res, "inconsistent-offsets")[0], "offset", "values") == (0, [1, 3])
+    lw = examples_of(res, "lost-write")[0]
     assert pick(lw, "key", "value", "offset", "max_read_offset", "writer") == ("x", 1, 0, 0, 0)
 
 
@@ -172,7 +165,7 @@ def test_duplicate_committed_info_ack_against_poll(tmp_path: Path) -> None:
         ],
     )
     assert "duplicate" in types(res)[1]
-    ex = examples(res, "duplicate")[0]
+    ex = examples_of(res, "duplicate")[0]
     assert pick(ex, "key", "value", "offsets", "count") == ("x", 7, [3, 4], 2)
     assert "3" in ex["explanation"] and "4" in ex["explanation"]
 
@@ -189,7 +182,7 @@ def test_lost_write_bound_comes_from_ok_reads_only(tmp_path: Path) -> None:
         ],
     )
     assert types(res) == ({"unseen"}, {"unseen"})
-    assert examples(res, "unseen")[0]["values"] == ["b", "c"]
+    assert examples_of(res, "unseen")[0]["values"] == ["b", "c"]
 
 
 def test_lost_write_value_whose_last_index_is_past_the_bound(tmp_path: Path) -> None:
@@ -221,7 +214,7 @@ def test_lost_write_value_placed_only_by_a_failed_poll(tmp_path: Path, fmt: str)
         fmt,
     )
     assert types(res)[1] == {"lost-write", "unseen"}
-    ex = examples(res, "lost-write")[0]
+    ex = examples_of(res, "lost-write")[0]
     assert pick(ex, "key", "value", "offset", "max_read_offset", "writer", "max_reader") == (
         "x",
         "a",
@@ -247,7 +240,7 @@ def test_lost_write_ok_retry_of_an_info_send(tmp_path: Path, fmt: str) -> None:
         ],
         fmt,
     )
-    assert pick(examples(res, "lost-write")[0], "value", "offset", "writer") == ("v", 0, 1)
+    assert pick(examples_of(res, "lost-write")[0], "value", "offset", "writer") == ("v", 0, 1)
 
 
 def test_unseen_counts_only_ok_sends_and_ok_reads(tmp_path: Path) -> None:
@@ -262,7 +255,7 @@ def test_unseen_counts_only_ok_sends_and_ok_reads(tmp_path: Path) -> None:
         ],
     )
     assert types(res) == ({"unseen"}, {"unseen"})
-    ex = examples(res, "unseen")
+    ex = examples_of(res, "unseen")
     assert [pick(e, "key", "values", "offsets", "ops") for e in ex] == [("x", ["a"], [0], [0])]
     assert res["metrics"]["unseen"]["final"] == 1
 
@@ -293,7 +286,7 @@ def test_g1a_ok_txn_reader(tmp_path: Path, fmt: str) -> None:
         fmt,
     )
     assert types(res) == ({"G1a"}, {"G1a"})
-    ex = examples(res, "G1a")[0]
+    ex = examples_of(res, "G1a")[0]
     assert pick(ex, "key", "value", "offset", "writer", "reader") == ("x", "a", 0, 0, 1)
     assert "abort" in ex["explanation"]
 
@@ -321,7 +314,7 @@ def test_precommitted_read_in_every_op_type(tmp_path: Path, fmt: str, typ: str) 
         fmt,
     )
     assert "precommitted-read" in types(res)[1]
-    ex = examples(res, "precommitted-read")
+    ex = examples_of(res, "precommitted-read")
     assert [pick(e, "key", "value", "offset", "ops") for e in ex] == [("y", 5, 0, [1])]
     assert f"{typ} txn" in ex[0]["explanation"]
 
@@ -353,7 +346,7 @@ def test_poll_empty_read_of_a_key_does_not_reset(tmp_path: Path) -> None:
         ],
     )
     assert types(res) == ({"poll-skip"}, {"poll-skip"})
-    ex = examples(res, "poll-skip")[0]
+    ex = examples_of(res, "poll-skip")[0]
     assert pick(ex, "values", "offsets", "skipped", "ops", "process") == (
         ["a", "c"],
         [0, 2],
@@ -385,7 +378,7 @@ def test_poll_assign_outcome_decides_the_reset(
     )
     assert types(res)[1] == expect
     if expect:
-        ex = examples(res, "nonmonotonic-poll")[0]
+        ex = examples_of(res, "nonmonotonic-poll")[0]
         assert pick(ex, "values", "offsets", "delta", "ops") == (["b", "a"], [1, 0], -1, [1, 3])
 
 
@@ -400,7 +393,7 @@ def test_poll_txn_ops_are_consumers_too(tmp_path: Path) -> None:
         ],
     )
     assert types(res) == ({"poll-skip"}, {"poll-skip"})
-    ex = examples(res, "poll-skip")[0]
+    ex = examples_of(res, "poll-skip")[0]
     assert pick(ex, "skipped", "delta", "ops") == (["b"], 2, [1, 2])
     for word in ("Process 1", "'a'", "'c'", "offset 0", "offset 2", "'b'"):
         assert word in ex["explanation"]
@@ -474,7 +467,7 @@ def test_poll_justified_failed_op_window(
         assert res["valid"] is True and res["error_types"] == []
         return
     assert types(res) == ({expect}, {expect})
-    ex = examples(res, expect)[0]
+    ex = examples_of(res, expect)[0]
     assert ex["ops"] == [1, 3, 2]  # the pair, then the failed op in between
     assert ex["offsets"] == [0, start]
     if expect == "poll-skip":
@@ -497,9 +490,9 @@ def test_int_poll_checks_every_op_type(tmp_path: Path, fmt: str, typ: str) -> No
         fmt,
     )
     assert types(res)[1] == {"int-nonmonotonic-poll", "int-poll-skip"}
-    nm = examples(res, "int-nonmonotonic-poll")[0]
+    nm = examples_of(res, "int-nonmonotonic-poll")[0]
     assert pick(nm, "values", "offsets", "delta", "ops") == (["b", "a"], [1, 0], -1, [1])
-    sk = examples(res, "int-poll-skip")[0]
+    sk = examples_of(res, "int-poll-skip")[0]
     assert pick(sk, "values", "skipped", "delta", "ops") == (["a", "c"], ["b"], 2, [2])
 
 
@@ -511,7 +504,7 @@ def test_int_poll_nonmonotonic_across_an_unplaced_record(tmp_path: Path) -> None
         [ABC, ok(1, "poll", [pl({"x": [[2, "c"], [None, "zz"], [1, "b"]]})]), read_all_x(2)],
     )
     assert "int-nonmonotonic-poll" in types(res)[1]
-    ex = examples(res, "int-nonmonotonic-poll")[0]
+    ex = examples_of(res, "int-nonmonotonic-poll")[0]
     assert pick(ex, "values", "offsets", "delta") == (["c", "b"], [2, 1], -1)
 
 
@@ -533,7 +526,7 @@ def test_send_previous_last_against_next_first(tmp_path: Path) -> None:
         ],
     )
     assert "nonmonotonic-send" in types(res)[1]
-    ex = examples(res, "nonmonotonic-send")[0]
+    ex = examples_of(res, "nonmonotonic-send")[0]
     assert pick(ex, "values", "offsets", "delta", "ops", "process") == (
         ["f", "d"],
         [5, 3],
@@ -595,7 +588,7 @@ def test_send_failed_op_is_neither_judged_nor_a_reference(tmp_path: Path) -> Non
             ok(9, "poll", [pl({"x": [[3, "d"], [5, "f"]]})]),
         ],
     )
-    assert [pick(e, "values", "ops") for e in examples(res, "nonmonotonic-send")] == [
+    assert [pick(e, "values", "ops") for e in examples_of(res, "nonmonotonic-send")] == [
         (["f", "d"], [0, 2])
     ]
 
@@ -625,7 +618,7 @@ def test_send_same_offset_explanation(tmp_path: Path) -> None:
             ok(9, "poll", [pl({"x": [[3, "a"]]})]),
         ],
     )
-    ex = examples(res, "nonmonotonic-send")[0]
+    ex = examples_of(res, "nonmonotonic-send")[0]
     assert pick(ex, "values", "offsets", "delta") == (["a", "b"], [3, 3], 0)
     assert "before it" not in ex["explanation"]
     assert "same" in ex["explanation"]
@@ -647,7 +640,7 @@ def test_int_send_justified_only_committed_ops(tmp_path: Path) -> None:
     assert res["valid"] is True and res["error_types"] == []
     res = run(tmp_path, [inverted, ok(1, "poll", [pl({"x": [[4, "b"], [5, "a"]]})])])
     assert types(res) == ({"int-nonmonotonic-send"}, {"int-nonmonotonic-send"})
-    ex = examples(res, "int-nonmonotonic-send")[0]
+    ex = examples_of(res, "int-nonmonotonic-send")[0]
     assert pick(ex, "values", "offsets", "delta", "ops") == (["a", "b"], [5, 4], -1, [0])
 
 
@@ -663,7 +656,7 @@ def test_int_send_skip_is_reported_never_bad(tmp_path: Path) -> None:
     )
     # the interleaving is also a G0 (op 0 -ww-> op 1 -ww-> op 0): allowed, as in Jepsen
     assert types(res) == ({"int-send-skip", "G0"}, set()) and res["valid"] is True
-    assert pick(examples(res, "int-send-skip")[0], "values", "skipped", "delta") == (
+    assert pick(examples_of(res, "int-send-skip")[0], "values", "skipped", "delta") == (
         ["a", "c"],
         ["b"],
         2,
@@ -698,7 +691,7 @@ def test_cycle_ok_and_committed_info_circular_visibility(tmp_path: Path, fmt: st
         fmt,
     )
     assert "G1c" in types(res)[1]
-    ex = examples(res, "G1c")[0]
+    ex = examples_of(res, "G1c")[0]
     assert sorted(ex["cycle"]) == [2, 3] and ex["edges"] == ["wr", "wr"]
     assert "info txn" in ex["explanation"] and "ok txn" in ex["explanation"]
 
@@ -717,7 +710,7 @@ def test_cycle_wr_edges_from_every_read_not_only_the_highest(tmp_path: Path) -> 
         ],
         ww_deps=False,
     )
-    g1c = examples(res, "G1c")
+    g1c = examples_of(res, "G1c")
     assert g1c and sorted(g1c[0]["cycle"]) == [2, 3]
 
 
@@ -735,7 +728,7 @@ def test_cycle_justified_g1c_realtime_bad_even_with_ww_deps(tmp_path: Path) -> N
         ww_deps=True,
     )
     assert types(res) == ({"G1c-realtime"}, {"G1c-realtime"})
-    assert sorted(examples(res, "G1c-realtime")[0]["edges"]) == ["rt", "wr"]
+    assert sorted(examples_of(res, "G1c-realtime")[0]["edges"]) == ["rt", "wr"]
 
 
 def test_cycle_g0_realtime_is_never_bad(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Fidelity to Jepsen's Kafka workload: its history.edn shapes and its checker's verdicts.
+"""Fidelity to Jepsen's Kafka workload: its history.edn shapes and its checker's verdicts
+on the scenarios of Jepsen's own tests (test_jepsen_parity.py goes rule by rule).
 
 Every history here is written the way Jepsen writes one (jepsen.store/write-history!
 `prn`s each op on its own line; ops are jepsen.history.Op records or plain maps),
@@ -16,7 +17,6 @@ deliberately differs (docs/anomalies.md), the difference is pinned and says so.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -24,51 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ktrial.cli import main
 from ktrial.histories.edn import iter_edn_history
+from ktrial.tests.checker.common import SEND6, examples_of, pick, run_edn_check
+from ktrial.tests.histlines import edn_op as op  # a history.edn line (histlines.op: JSON)
 
 KTRIAL = Path(sys.executable).parent / "ktrial"
-
-
-def op(index: int, process: int | str, type_: str, f: str, value: str, **extra: str) -> str:
-    """One line of a Jepsen history.edn, as `prn` prints a jepsen.history.Op record."""
-    proc = f":{process}" if isinstance(process, str) else str(process)
-    fields = [
-        f":index {index}",
-        f":time {index * 1_000_000}",
-        f":type :{type_}",
-        f":process {proc}",
-        f":f :{f}",
-        f":value {value}",
-    ]
-    # seek_to_beginning_ -> :seek-to-beginning?, poll_ms -> :poll-ms
-    fields += [f":{re.sub('_$', '?', k).replace('_', '-')} {v}" for k, v in extra.items()]
-    return "#jepsen.history.Op{" + ", ".join(fields) + "}"
 
 
 def plain(line: str) -> str:
     """The same op as an older Jepsen's plain map."""
     return line.removeprefix("#jepsen.history.Op")
-
-
-def run_check(tmp_path: Path, lines: list[str], *opts: str) -> tuple[int, dict[str, Any]]:
-    """`ktrial check --json` on a history.edn of `lines`, in-process: (exit code, results)."""
-    h = tmp_path / "history.edn"
-    h.write_text("\n".join(lines) + "\n")
-    out = tmp_path / "results.json"
-    with pytest.raises(SystemExit) as e:
-        main(["check", "--json", "--out", str(out), *opts, str(h)])
-    code = e.value.code if isinstance(e.value.code, int) else 0
-    assert code in (0, 1, 2), f"exit {code}: valid Jepsen EDN must be checkable"
-    return code, json.loads(out.read_text())
-
-
-def examples(res: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return list(res["anomalies"].get(kind, {}).get("examples", []))
-
-
-def pick(ex: dict[str, Any], *keys: str) -> tuple[Any, ...]:
-    return tuple(ex.get(k) for k in keys)
 
 
 # --------------------------------------------------------- kafka_test.clj histories
@@ -89,14 +54,14 @@ IO_READ = [
 
 
 def test_inconsistent_offsets_info_send_is_trusted_only_once_read(tmp_path: Path) -> None:
-    code, res = run_check(tmp_path, IO_BASE)
+    code, res = run_edn_check(tmp_path, IO_BASE)
     assert "inconsistent-offsets" not in res["error_types"]
     assert code == 2  # nothing read: unknown (Jepsen would say invalid: unseen)
-    code, res = run_check(tmp_path, IO_BASE + IO_READ)
+    code, res = run_edn_check(tmp_path, IO_BASE + IO_READ)
     assert code == 1
-    assert [pick(e, "key", "offset", "values") for e in examples(res, "inconsistent-offsets")] == [
-        ("x", 0, [1, 2])
-    ]
+    assert [
+        pick(e, "key", "offset", "values") for e in examples_of(res, "inconsistent-offsets")
+    ] == [("x", 0, [1, 2])]
 
 
 def test_inconsistent_offsets_real_world_lines_without_index(tmp_path: Path) -> None:
@@ -107,10 +72,10 @@ def test_inconsistent_offsets_real_world_lines_without_index(tmp_path: Path) -> 
         "{:type :invoke, :f :send, :value [[:send 11 645]], :time 283654729962, :process 363}",
         "{:type :ok, :f :send, :value [[:send 11 [537 645]]], :time 287474569112, :process 363}",
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
     assert res["bad_error_types"] == ["inconsistent-offsets"]
-    ex = examples(res, "inconsistent-offsets")[0]
+    ex = examples_of(res, "inconsistent-offsets")[0]
     assert pick(ex, "key", "offset", "values") == ("11", 537, [641, 645])
 
 
@@ -121,9 +86,9 @@ def test_g1a_read_of_a_failed_send(tmp_path: Path) -> None:
         op(2, 1, "invoke", "poll", "[[:poll]]"),
         op(3, 1, "ok", "poll", "[[:poll {:x [[0 2]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1 and res["bad_error_types"] == ["G1a"]
-    ex = examples(res, "G1a")[0]
+    ex = examples_of(res, "G1a")[0]
     assert pick(ex, "key", "value", "writer", "reader") == ("x", 2, 1, 3)
 
 
@@ -138,11 +103,11 @@ def test_lost_write_consistent(tmp_path: Path) -> None:
         op(6, 0, "invoke", "poll", "[[:poll]]"),
         op(7, 0, "ok", "poll", "[[:poll {:x [[2 :c]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
     lost = [
         pick(e, "key", "value", "offset", "writer", "max_reader")
-        for e in examples(res, "lost-write")
+        for e in examples_of(res, "lost-write")
     ]
     assert lost == [("x", "a", 0, 1, 7), ("x", "b", 1, 3, 7)]  # d (offset 3) is past the read
     assert "int-send-skip" not in res["bad_error_types"]  # Jepsen allows it too
@@ -157,9 +122,9 @@ def test_lost_write_with_inconsistent_offsets(tmp_path: Path) -> None:
         op(4, 0, "invoke", "poll", "[[:poll]]"),
         op(5, 0, "ok", "poll", "[[:poll {:x [[0 :b] [2 :c]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
-    assert [pick(e, "key", "value") for e in examples(res, "lost-write")] == [("x", "a")]
+    assert [pick(e, "key", "value") for e in examples_of(res, "lost-write")] == [("x", "a")]
     assert "inconsistent-offsets" in res["bad_error_types"]
 
 
@@ -180,11 +145,11 @@ POLL_C = [
 
 
 def test_lost_write_of_an_info_txn_once_proven_committed(tmp_path: Path) -> None:
-    code, res = run_check(tmp_path, ATOMIC + POLL_C)
+    code, res = run_edn_check(tmp_path, ATOMIC + POLL_C)
     assert code == 0 and "lost-write" not in res["error_types"]
-    code, res = run_check(tmp_path, ATOMIC + POLL_A + POLL_C)
+    code, res = run_edn_check(tmp_path, ATOMIC + POLL_A + POLL_C)
     assert code == 1
-    assert [pick(e, "key", "value", "writer") for e in examples(res, "lost-write")] == [
+    assert [pick(e, "key", "value", "writer") for e in examples_of(res, "lost-write")] == [
         ("y", "b", 1)
     ]
 
@@ -194,9 +159,9 @@ def test_precommitted_read(tmp_path: Path) -> None:
         op(0, 0, "invoke", "txn", "[[:send :x :a] [:poll]]"),
         op(1, 0, "ok", "txn", "[[:send :x [0 :a]] [:poll {:x [[0 :a]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1 and res["bad_error_types"] == ["precommitted-read"]
-    assert pick(examples(res, "precommitted-read")[0], "key", "value", "ops") == ("x", "a", [1])
+    assert pick(examples_of(res, "precommitted-read")[0], "key", "value", "ops") == ("x", "a", [1])
 
 
 def test_g1c_pure_wr(tmp_path: Path) -> None:
@@ -207,12 +172,12 @@ def test_g1c_pure_wr(tmp_path: Path) -> None:
         op(3, 1, "ok", "txn", "[[:send :y [0 :b]] [:poll {:x [[0 :a]]}]]"),
     ]
     # Jepsen's analysis without ww-deps: G1c, not allowed.
-    code, res = run_check(tmp_path, lines, "--no-ww-deps")
+    code, res = run_edn_check(tmp_path, lines, "--no-ww-deps")
     assert code == 1 and res["bad_error_types"] == ["G1c"]
-    assert sorted(examples(res, "G1c")[0]["cycle"]) == [2, 3]
+    assert sorted(examples_of(res, "G1c")[0]["cycle"]) == [2, 3]
     # Divergence (docs/anomalies.md): with ww-deps Jepsen allows every G1c; ktrial
     # still fails a cycle of wr edges only (circular visibility).
-    code, res = run_check(tmp_path, lines, "--ww-deps")
+    code, res = run_edn_check(tmp_path, lines, "--ww-deps")
     assert code == 1 and res["bad_error_types"] == ["G1c"]
 
 
@@ -223,7 +188,7 @@ def test_g1c_ww_wr_is_allowed_with_ww_deps(tmp_path: Path) -> None:
         op(2, 0, "ok", "txn", "[[:send :x [0 :a]] [:send :y [2 :c]]]"),
         op(3, 1, "ok", "txn", "[[:poll {:x [[0 :a]]}] [:send :y [1 :b]]]"),
     ]
-    code, res = run_check(tmp_path, lines, "--ww-deps")
+    code, res = run_edn_check(tmp_path, lines, "--ww-deps")
     assert "G1c" in res["error_types"] and "G1c" not in res["bad_error_types"]
     # y's b and c were acknowledged and never polled: Jepsen's unseen, bad in both.
     assert code == 1 and res["bad_error_types"] == ["unseen"]
@@ -236,9 +201,9 @@ def test_g0_write_cycle(tmp_path: Path) -> None:
         op(2, 0, "ok", "send", "[[:send :x [0 :a]] [:send :y [1 :a]]]"),
         op(3, 1, "ok", "send", "[[:send :x [1 :b]] [:send :y [0 :b]]]"),
     ]
-    _code, res = run_check(tmp_path, lines, "--ww-deps")
+    _code, res = run_edn_check(tmp_path, lines, "--ww-deps")
     assert "G0" in res["error_types"] and "G0" not in res["bad_error_types"]
-    assert sorted(examples(res, "G0")[0]["cycle"]) == [2, 3]
+    assert sorted(examples_of(res, "G0")[0]["cycle"]) == [2, 3]
 
 
 def test_duplicate_basic_and_in_aborted_polls(tmp_path: Path) -> None:
@@ -250,9 +215,9 @@ def test_duplicate_basic_and_in_aborted_polls(tmp_path: Path) -> None:
         op(4, 2, "invoke", "poll", "[[:poll]]"),
         op(5, 2, "ok", "poll", "[[:poll {:x [[2 :b] [3 :a]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1 and res["bad_error_types"] == ["duplicate"]
-    assert pick(examples(res, "duplicate")[0], "key", "value", "offsets") == ("x", "a", [1, 3])
+    assert pick(examples_of(res, "duplicate")[0], "key", "value", "offsets") == ("x", "a", [1, 3])
     # "aborted txns": a failed poll's records are evidence; the failed send's 1 is not.
     lines = [
         op(0, 0, "invoke", "send", "[[:send :x 0]]"),
@@ -262,9 +227,9 @@ def test_duplicate_basic_and_in_aborted_polls(tmp_path: Path) -> None:
         op(4, 1, "invoke", "poll", "[[:poll]]"),
         op(5, 1, "fail", "poll", "[[:poll {:x [[11 0] [12 1]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
-    assert [pick(e, "value", "offsets") for e in examples(res, "duplicate")] == [(0, [1, 11])]
+    assert [pick(e, "value", "offsets") for e in examples_of(res, "duplicate")] == [(0, [1, 11])]
 
 
 def test_int_poll_skip(tmp_path: Path) -> None:
@@ -278,12 +243,12 @@ def test_int_poll_skip(tmp_path: Path) -> None:
         op(6, 0, "invoke", "poll", "[[:poll]]"),
         op(7, 0, "ok", "poll", "[[:poll {:x [[2 :b]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
-    got = [pick(e, "values", "skipped", "delta", "ops") for e in examples(res, "int-poll-skip")]
+    got = [pick(e, "values", "skipped", "delta", "ops") for e in examples_of(res, "int-poll-skip")]
     assert got == [(["a", "d"], ["b"], 2, [3]), (["a", "d"], ["b"], 2, [5])]
     # Jepsen's per-process analysis also flags process 0 going back to a, then to b.
-    nm = [pick(e, "values", "delta") for e in examples(res, "nonmonotonic-poll")]
+    nm = [pick(e, "values", "delta") for e in examples_of(res, "nonmonotonic-poll")]
     assert nm == [(["d", "a"], -2), (["d", "b"], -1)]
 
 
@@ -296,15 +261,15 @@ def test_int_send_skip_is_allowed(tmp_path: Path) -> None:
         op(4, 2, "invoke", "poll", "[[:poll]]"),
         op(5, 2, "ok", "poll", "[[:poll {:x [[2 :b] [3 :c]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
-    ex = examples(res, "int-send-skip")
+    code, res = run_edn_check(tmp_path, lines)
+    ex = examples_of(res, "int-send-skip")
     assert [pick(e, "values", "skipped", "delta", "ops") for e in ex] == [
         (["a", "c"], ["b"], 2, [1])
     ]
     assert "int-send-skip" not in res["bad_error_types"]
     # a (offset 1) sits below the read b, c and no ok op read it: Jepsen's
     # lost-write-cases flags it as well.
-    assert code == 1 and [pick(e, "value") for e in examples(res, "lost-write")] == [("a",)]
+    assert code == 1 and [pick(e, "value") for e in examples_of(res, "lost-write")] == [("a",)]
 
 
 def test_int_nonmonotonic_poll_and_send(tmp_path: Path) -> None:
@@ -316,9 +281,9 @@ def test_int_nonmonotonic_poll_and_send(tmp_path: Path) -> None:
         op(4, 0, "invoke", "poll", "[[:poll]]"),
         op(5, 0, "ok", "poll", "[[:poll {:x [[2 :b] [3 :c]]}] [:poll {:x [[3 :c]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
-    got = [pick(e, "values", "delta", "ops") for e in examples(res, "int-nonmonotonic-poll")]
+    got = [pick(e, "values", "delta", "ops") for e in examples_of(res, "int-nonmonotonic-poll")]
     assert got == [(["c", "a"], -2, [3]), (["c", "c"], 0, [5])]
 
     lines = [
@@ -331,9 +296,11 @@ def test_int_nonmonotonic_poll_and_send(tmp_path: Path) -> None:
         op(6, 0, "invoke", "poll", "[[:poll]]"),
         op(7, 0, "ok", "poll", "[[:poll {:y [[2 :b] [3 :c] [4 :d]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
-    got = sorted(pick(e, "key", "values", "delta") for e in examples(res, "int-nonmonotonic-send"))
+    got = sorted(
+        pick(e, "key", "values", "delta") for e in examples_of(res, "int-nonmonotonic-send")
+    )
     assert got == [("x", ["c", "a"], -1), ("y", ["d", "b"], -2)]
 
 
@@ -344,9 +311,9 @@ def test_nonmonotonic_send(tmp_path: Path) -> None:
         op(10, 0, "invoke", "send", "[[:send :x 1] [:send :x 2]]"),
         op(11, 0, "ok", "send", "[[:send :x [1 :a]] [:send :x [2 :b]]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 1
-    ex = examples(res, "nonmonotonic-send")
+    ex = examples_of(res, "nonmonotonic-send")
     assert [pick(e, "values", "delta", "ops") for e in ex] == [(["d", "a"], -3, [1, 11])]
 
 
@@ -374,17 +341,35 @@ POLL_234 = [
     ("between", "opts", "expect"),
     [
         ([], (), "bad"),
-        ([op(4, 0, "invoke", "assign", "[:y]"), op(5, 0, "ok", "assign", "[:y]")], (), None),
-        ([op(4, 0, "invoke", "subscribe", "[:y]"), op(5, 0, "ok", "subscribe", "[:y]")], (), None),
-        ([op(4, 0, "invoke", "assign", "[:x :y]"), op(5, 0, "ok", "assign", "[:x :y]")], (), "bad"),
+        (
+            [op(4, 0, "invoke", "assign", "[:y]"), op(5, 0, "ok", "assign", "[:y]")],
+            (),
+            None,
+        ),
+        (
+            [op(4, 0, "invoke", "subscribe", "[:y]"), op(5, 0, "ok", "subscribe", "[:y]")],
+            (),
+            None,
+        ),
+        (
+            [op(4, 0, "invoke", "assign", "[:x :y]"), op(5, 0, "ok", "assign", "[:x :y]")],
+            (),
+            "bad",
+        ),
         # Jepsen reports it either way; whether it is bad follows the test's :sub-via.
         (
-            [op(4, 0, "invoke", "subscribe", "[:x :y]"), op(5, 0, "ok", "subscribe", "[:x :y]")],
+            [
+                op(4, 0, "invoke", "subscribe", "[:x :y]"),
+                op(5, 0, "ok", "subscribe", "[:x :y]"),
+            ],
             (),
             "allowed",
         ),
         (
-            [op(4, 0, "invoke", "subscribe", "[:x :y]"), op(5, 0, "ok", "subscribe", "[:x :y]")],
+            [
+                op(4, 0, "invoke", "subscribe", "[:x :y]"),
+                op(5, 0, "ok", "subscribe", "[:x :y]"),
+            ],
             ("--sub-via", "assign"),
             "bad",
         ),
@@ -393,8 +378,8 @@ POLL_234 = [
 def test_nonmonotonic_poll(
     tmp_path: Path, between: list[str], opts: tuple[str, ...], expect: str | None
 ) -> None:
-    code, res = run_check(tmp_path, SEND4 + POLL_123 + between + POLL_234, *opts)
-    ex = examples(res, "nonmonotonic-poll")
+    code, res = run_edn_check(tmp_path, SEND4 + POLL_123 + between + POLL_234, *opts)
+    ex = examples_of(res, "nonmonotonic-poll")
     if expect is None:
         assert code == 0 and ex == []
         return
@@ -409,7 +394,10 @@ PS = [
     op(2, 1, "invoke", "poll", "[[:poll]]"),
     op(3, 1, "ok", "poll", "[[:poll {:x [[3 :c]]}]]"),
 ]
-PS_4 = [op(6, 0, "invoke", "poll", "[[:poll]]"), op(7, 0, "ok", "poll", "[[:poll {:x [[4 :d]]}]]")]
+PS_4 = [
+    op(6, 0, "invoke", "poll", "[[:poll]]"),
+    op(7, 0, "ok", "poll", "[[:poll {:x [[4 :d]]}]]"),
+]
 PS_REST = [
     op(10, 2, "invoke", "send", "[[:send :x :f]]"),
     op(11, 2, "ok", "send", "[[:send :x [6 :f]]]"),
@@ -443,27 +431,20 @@ PS_ERRS = [(["c"], 2, [1, 7]), (["f"], 2, [7, 13])]
             [],
         ),
         (
-            [op(4, 0, "invoke", "subscribe", "[:x :y]"), op(5, 0, "ok", "subscribe", "[:x :y]")],
+            [
+                op(4, 0, "invoke", "subscribe", "[:x :y]"),
+                op(5, 0, "ok", "subscribe", "[:x :y]"),
+            ],
             [op(8, 0, "invoke", "assign", "[:x :y]"), op(9, 0, "ok", "assign", "[:x :y]")],
             PS_ERRS,
         ),
     ],
 )
 def test_poll_skip(tmp_path: Path, mid1: list[str], mid2: list[str], expect: list[Any]) -> None:
-    code, res = run_check(tmp_path, PS + mid1 + PS_4 + mid2 + PS_REST, "--sub-via", "assign")
-    got = [pick(e, "skipped", "delta", "ops") for e in examples(res, "poll-skip")]
+    code, res = run_edn_check(tmp_path, PS + mid1 + PS_4 + mid2 + PS_REST, "--sub-via", "assign")
+    got = [pick(e, "skipped", "delta", "ops") for e in examples_of(res, "poll-skip")]
     assert got == expect
     assert code == 1  # f is a lost write in every variant (Jepsen's lost-write-cases too)
-
-
-SEND6 = [
-    op(0, 0, "invoke", "send", "[" + " ".join(f"[:send :x {i}]" for i in range(6)) + "]"),
-    op(1, 0, "ok", "send", "[" + " ".join(f"[:send :x [{i} {i}]]" for i in range(6)) + "]"),
-    op(2, 1, "invoke", "txn", "[[:poll]]"),
-    op(3, 1, "ok", "txn", "[[:poll {:x [[0 0]]}]]"),
-    op(4, 1, "invoke", "txn", "[[:poll]]"),
-    op(5, 1, "fail", "txn", "[[:poll {:x [[1 1] [2 2]]}]]", error=":abort"),
-]
 
 
 def test_poll_after_aborted_txn_rewinds(tmp_path: Path) -> None:
@@ -474,7 +455,7 @@ def test_poll_after_aborted_txn_rewinds(tmp_path: Path) -> None:
         op(8, 1, "invoke", "txn", "[[:poll]]"),
         op(9, 1, "ok", "txn", "[[:poll {:x [[1 1] [2 2] [3 3] [4 4] [5 5]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 0 and res["error_types"] == []
 
 
@@ -496,15 +477,15 @@ def test_divergence_failed_polls_that_do_not_rewind(tmp_path: Path) -> None:
         op(8, 1, "invoke", "txn", "[[:poll]]"),
         op(9, 1, "ok", "txn", "[[:poll {:x [[5 5]]}]]"),
     ]
-    code, res = run_check(tmp_path, lines, "--no-consumer-rewinds")
+    code, res = run_edn_check(tmp_path, lines, "--no-consumer-rewinds")
     assert code == 1 and "poll-skip" not in res["error_types"]
-    assert [pick(e, "value") for e in examples(res, "lost-write")] == [(1,), (2,), (3,), (4,)]
+    assert [pick(e, "value") for e in examples_of(res, "lost-write")] == [(1,), (2,), (3,), (4,)]
     lines = [
         *SEND6,
         op(6, 1, "invoke", "txn", "[[:poll]]"),
         op(7, 1, "info", "txn", "[[:poll {:x [[3 3] [4 4]]}]]", error=":timeout"),
     ]
-    code, res = run_check(tmp_path, lines, "--no-consumer-rewinds")
+    code, res = run_edn_check(tmp_path, lines, "--no-consumer-rewinds")
     assert "poll-skip" not in res["error_types"]
     assert res["bad_error_types"] == ["unseen"]
 
@@ -523,7 +504,7 @@ def test_rebalance_log_excuses_internal_poll_order(tmp_path: Path, keys: str, ba
             rebalance_log=keys,
         ),
     ]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert ("int-nonmonotonic-poll" in res["bad_error_types"]) == bad
     assert code == (1 if bad else 0)
 
@@ -532,7 +513,7 @@ def test_only_an_assign_nothing_read(tmp_path: Path) -> None:
     # kafka_test.clj empty-history-test: Jepsen says invalid; ktrial says unknown
     # (docs/anomalies.md: nothing read), never valid.
     lines = [op(0, 0, "invoke", "assign", "[:x]"), op(1, 0, "ok", "assign", "[:x]")]
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 2 and res["valid"] == "unknown"
 
 
@@ -604,14 +585,14 @@ def test_real_client_shapes_read_and_check(tmp_path: Path, records: bool) -> Non
     assert ops[16].process == "nemesis" and not ops[16].is_client
     assert ops[23].extra == {"seek_to_beginning": True}
     assert ops[25].extra == {"poll_ms": 1000}
-    code, res = run_check(tmp_path, lines)
+    code, res = run_edn_check(tmp_path, lines)
     assert code == 0 and res["error_types"] == []
     assert res["stats"]["nemesis_ops"] == 2
     assert res["stats"]["sends"] == {"ok": 1, "fail": 1, "info": 2, "values": 4}
 
 
 def test_info_causes_count_data_ops_only(tmp_path: Path) -> None:
-    _, res = run_check(tmp_path, _real(True))
+    _, res = run_edn_check(tmp_path, _real(True))
     assert res["metrics"]["info_causes"] == {
         "disconnect": 1,
         "unknown-server-exception": 1,

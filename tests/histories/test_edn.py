@@ -1,23 +1,27 @@
-"""Jepsen history.edn import (ktrial.histories.edn).
+"""Jepsen history.edn import (histories/edn.py).
 
 Hand-written fixtures in tests/data/jepsen/ follow the exact shapes Jepsen's
 Kafka test writes (jepsen.tests.kafka, jepsen-io/redpanda): one `prn`-ed op map
 per line, or a vector of `#jepsen.history.Op{...}` records pretty-printed over
 many lines. They are converted and checked; the EDN reader is tested on its
-own; and generated ktrial histories survive a trip through EDN unchanged.
+own; generated ktrial histories survive a trip through EDN unchanged and, laid out
+any way Jepsen writes EDN, give the results of their JSONL form; malformed EDN is
+exit 254 naming file:line.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ktrial.checker import CheckOptions, check
+from ktrial.checker import CheckOptions, check, check_file
 from ktrial.histories import edn
 from ktrial.histories.edn import (
     EdnError,
@@ -28,11 +32,14 @@ from ktrial.histories.edn import (
     iter_edn_history,
     loads_edn,
 )
-from ktrial.histories.jsonl import HistoryError, iter_history
+from ktrial.histories.jsonl import HistoryError, iter_history, op_from_json
 from ktrial.histories.model import Op, Poll, Send
 from ktrial.testing.gen import GenParams, generate, to_jsonl
+from ktrial.tests.checker.common import run_main
+from ktrial.tests.histlines import Line
+from ktrial.tests.histories.common import core, corpus, dump_lines
 
-DATA = Path(__file__).parent / "data" / "jepsen"
+DATA = Path(__file__).parent.parent / "data" / "jepsen"
 
 
 def _edn(name: str) -> list[Op]:
@@ -408,3 +415,112 @@ def test_streaming_across_chunks(
     with pytest.raises(HistoryError, match="poll records of key") as ei:
         list(iter_edn_history(p))
     assert ei.value.line == bad.count("\n")
+
+
+# ------------------------------------------------------------- as other tools write it
+
+
+def edn_lines(ops: list[Line]) -> list[str]:
+    return [dump_edn_op(op_from_json(o, i)) for i, o in enumerate(ops)]
+
+
+EDN_LAYOUTS: dict[str, Callable[[list[str]], str]] = {
+    "prn-lines": lambda ls: "\n".join(ls) + "\n",
+    "op-records": lambda ls: "\n".join("#jepsen.history.Op" + ln for ln in ls) + "\n",
+    "one-vector": lambda ls: "[" + "\n ".join(ls) + "]\n",
+    "crlf": lambda ls: "\r\n".join(ls) + "\r\n",
+    "spread-over-lines": lambda ls: "\n".join(ln.replace(", ", ",\n  ") for ln in ls) + "\n",
+    "no-commas": lambda ls: "\n".join(ln.replace(", ", " ") for ln in ls) + "\n",
+    "comments-and-discards": lambda ls: (
+        ";; jepsen\n" + "\n".join(f"#_ {{:x 1}} {ln} ; c" for ln in ls) + "\n"
+    ),
+    "no-final-newline": lambda ls: "\n".join(ls),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(EDN_LAYOUTS))
+def test_edn_history_gives_the_jsonl_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    for hname, ops in corpus()[:5]:
+        canon = tmp_path / "canon.jsonl"
+        canon.write_bytes(dump_lines([json.dumps(o) for o in ops]))
+        want = core(check_file(canon))
+        run = tmp_path / f"{layout}-{hname}"
+        run.mkdir()
+        (run / "history.edn").write_text(EDN_LAYOUTS[layout](edn_lines(ops)), encoding="utf-8")
+        assert core(check(iter_any_history(run))) == want, hname
+    rc, out, err = run_main(["check", str(run), "--json"], capsys)  # a Jepsen run directory
+    assert rc == {True: 0, False: 1, "unknown": 2}[want["valid"]], err
+    assert core(json.loads(out)) == want
+
+
+def test_edn_history_with_a_bom_is_read(tmp_path: Path) -> None:
+    _hname, ops = corpus()[0]
+    canon = tmp_path / "canon.jsonl"
+    canon.write_bytes(dump_lines([json.dumps(o) for o in ops]))
+    h = tmp_path / "history.edn"
+    h.write_text("\ufeff" + "\n".join(edn_lines(ops)) + "\n", encoding="utf-8")
+    assert core(check(iter_any_history(h))) == core(check_file(canon))
+
+
+def test_jepsen_edn_as_jepsen_writes_it(tmp_path: Path) -> None:
+    """Hand-written in Jepsen's own style (keywords, records, #object, ratios, N ints)."""
+    h = tmp_path / "history.edn"
+    h.write_text(
+        "{:type :invoke, :f :send, :value [[:send 3 5]], :time 1234000, :process 0, :index 0}\n"
+        "{:type :ok, :f :send, :value [[:send 3 [0 5]]], :time 2345000, :process 0, :index 1}\n"
+        "{:type :info, :f :start-partition, :value :majority, :time 2400000,"
+        " :process :nemesis, :index 2}\n"
+        "#jepsen.history.Op{:index 3, :time 3000000, :type :invoke, :process 1, :f :poll,"
+        " :value [[:poll]]}\n"
+        "#jepsen.history.Op{:index 4, :time 3100000, :type :ok, :process 1, :f :poll,"
+        " :value [[:poll {3 [[0 5]]}]], :rebalance-log [{:type :assigned, :keys [3]}],"
+        " :poll-ms 100N}\n"
+        "{:type :invoke, :f :send, :value [[:send 3 6]], :time 3200000, :process 2, :index 5}\n"
+        "{:type :info, :f :send, :value [[:send 3 6]], :time 3300000, :process 2, :index 6,"
+        ' :error [:timeout #object[java.net.SocketTimeoutException 0x1f "timed out"]]}\n'
+        "{:type :info, :f :stop-partition, :value nil, :time 3400000, :process :nemesis,"
+        " :index 7}\n"
+    )
+    res = check(iter_any_history(h))
+    assert res["valid"] is True, res["error_types"]
+    assert res["stats"]["nemesis_ops"] == 2
+    assert res["stats"]["ops"] == 8
+    assert res["metrics"]["counts"]  # info causes counted without choking on #object
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        ("{:type :ok, :f :poll, :process 0, :value []}\n{:type :ok :f}\n", 2, "even number"),
+        ("{:type :ok, :f :poll, :process 0, :value []}\n\n[1 2]\n", 3, "EDN map"),
+        (
+            "{:type :ok, :f :poll, :process 0, :value []}\n{:type :done, :f :poll, :process 0}\n",
+            2,
+            "unknown op type",
+        ),
+        (
+            "{:type :ok, :f :poll, :process 0, :value []}\n{:type :ok,\n :f :poll,\n :process",
+            2,
+            "ends inside",
+        ),
+        ("{:type :ok, :f :send, :process 0,\n :value [[:fetch 1]]}\n", 1, "unknown function"),
+        (
+            "{:type :ok, :f :send, :process 0, :value [[:send 1 [0 99999999999999999999N]]]}\n",
+            1,
+            "beyond 64 bits",
+        ),
+        ("{:type :ok, :f :poll, :process 0, :value []}\n{:type :ok, :type :fail}\n", 2, "twice"),
+    ],
+)
+def test_malformed_edn_exit_254_names_file_line_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, line: int, reason: str
+) -> None:
+    h = tmp_path / "history.edn"
+    h.write_text(text)
+    rc, _out, err = run_main(["check", str(h)], capsys)
+    assert rc == 254, err
+    assert f"{h}:{line}:" in err
+    assert reason in err
+    assert "Traceback" not in err

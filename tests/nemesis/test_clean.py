@@ -1,59 +1,31 @@
-"""Nemesis leftovers (nemesis/clean.py): only what ktrial's nemesis started, with a
-well-formed owner pid that is dead; a dry run lists exactly what a real clean removes.
+"""Nemesis leftovers (nemesis/clean.py): `clean_leftovers` removes what a SIGKILLed
+ktrial's nemesis left behind -- tagged iptables rules in ktrial namespaces and marked
+processes (toxiproxy, memory balloons) -- only what ktrial's nemesis started, with a
+well-formed owner pid that is dead, unless asked for all; a dry run lists exactly what
+a real clean removes.
 
 Real processes stand in for a user's look-alikes and for a dead run's balloon."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
-import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 from ktrial.clusters.state import is_alive
 from ktrial.nemesis import clean as nclean
+from ktrial.nemesis.clean import clean_leftovers, clean_rules, marked_processes
 from ktrial.nemesis.iptables import comment_for
 from ktrial.nemesis.memory import ENV_MARK as BALLOON_MARK
+from ktrial.nemesis.process import process_state
 from ktrial.nemesis.toxiproxy import ENV_MARK as TOXIPROXY_MARK
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
-
-
-class Procs:
-    def __init__(self) -> None:
-        self.started: list[subprocess.Popen[bytes]] = []
-
-    def start(self, argv: list[str], **env: str) -> int:
-        p = subprocess.Popen(
-            argv,
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.started.append(p)
-        return p.pid
-
-
-@pytest.fixture
-def procs() -> Iterator[Procs]:
-    ps = Procs()
-    try:
-        yield ps
-    finally:
-        for p in ps.started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(10)
+from ktrial.nemesis.toxiproxy import default_binary
+from ktrial.tests.processes import Procs, dead_pid
 
 
 def mentions(lines: list[str], pids: set[int]) -> list[str]:
@@ -134,3 +106,91 @@ def test_dry_run_lists_exactly_what_a_real_clean_removes(procs: Procs) -> None:
         assert "ktrial-nemesis" not in save.stdout
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+# ----------------------------------------------- iptables rules and a killed ktrial's toxiproxy
+
+
+root_only = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("iptables") is None, reason="needs root and iptables"
+)
+
+
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    ns = f"kt-{secrets.token_hex(3)}-n99"  # a name clean recognises as ktrial's
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def rules(ns: str) -> list[str]:
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, "iptables-save", "-t", "filter"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line for line in out.splitlines() if "ktrial-nemesis:" in line]
+
+
+@root_only
+def test_rules_of_dead_owners_go_and_live_ones_stay_unless_all(namespace: str) -> None:
+    for owner, src in ((dead_pid(), "10.254.0.2"), (os.getpid(), "10.254.0.3")):
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                namespace,
+                "iptables",
+                "-w",
+                "-A",
+                "INPUT",
+                "-s",
+                src,
+                "-m",
+                "comment",
+                "--comment",
+                comment_for("x-1-partition", owner),
+                "-j",
+                "DROP",
+            ],
+            check=True,
+        )
+    assert len(rules(namespace)) == 2
+    removed = clean_rules(all=False)
+    assert [r for r in removed if namespace in r and "10.254.0.2" in r]
+    assert len(rules(namespace)) == 1 and "10.254.0.3" in rules(namespace)[0]
+    clean_rules(all=True)
+    assert rules(namespace) == []
+
+
+CHILD = """
+import os
+from ktrial.nemesis.toxiproxy import ToxiproxyServer
+s = ToxiproxyServer()
+s.start()
+print(s.pid, flush=True)
+os.kill(os.getpid(), 9)  # ktrial dies without cleaning up
+"""
+
+
+@pytest.mark.skipif(not default_binary().exists(), reason="toxiproxy-server not installed")
+def test_a_toxiproxy_left_by_a_killed_ktrial_is_found_and_killed() -> None:
+    child = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True)
+    orphan = int(child.stdout.split()[0])
+    try:
+        assert (orphan, None) not in set(marked_processes(TOXIPROXY_MARK))
+        assert any(pid == orphan for pid, _ in marked_processes(TOXIPROXY_MARK))
+        removed = clean_leftovers(all=False)
+        assert any(f"toxiproxy-server pid {orphan}" in r for r in removed)
+        deadline = time.monotonic() + 5
+        while os.path.exists(f"/proc/{orphan}") and time.monotonic() < deadline:
+            time.sleep(0.05)  # reaped by init
+        assert process_state(orphan) in (None, "Z")
+    finally:
+        if any(pid == orphan for pid, _ in marked_processes(TOXIPROXY_MARK)):
+            os.kill(orphan, 9)
