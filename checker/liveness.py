@@ -830,9 +830,7 @@ def liveness(
             v_starv[0]["explanation"]
             + (f" (+{len(v_starv) - 1} more episodes)" if len(v_starv) > 1 else "")
             if v_starv
-            else f"{starv['windows_judged']} windows of {opts.liveness_window_s:g} s judged, "
-            f"lowest consumed/offered {starv['min_ratio']} (lag allowance "
-            f"{starv['lag_allowance_s']:g} s)",
+            else _starvation_summary(starv, opts.liveness_window_s),
         ),
         "stuck-partition": verdict(
             not v_stuck,
@@ -902,3 +900,17 @@ def violations_by_type(live: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     for v in live.get("violations", ()):
         out.setdefault(v["type"], []).append(v)
     return out
+
+
+def _starvation_summary(starv: dict[str, Any], window_s: float) -> str:
+    """The starvation check's sentence when nothing starved (no None in the text)."""
+    judged = starv["windows_judged"]
+    if not judged or starv["min_ratio"] is None:
+        return (
+            f"no window of {window_s:g} s was judged (each needs enough values offered and "
+            "its end, plus the lag allowance, before the last acknowledgement)"
+        )
+    return (
+        f"{judged} windows of {window_s:g} s judged, lowest consumed/offered "
+        f"{starv['min_ratio']} (lag allowance {starv['lag_allowance_s']:g} s)"
+    )

@@ -42,6 +42,19 @@ class InputError(click.ClickException):
     exit_code = 254
 
 
+RUN_HISTORY_NAMES = ("history.jsonl", "history.edn")
+
+
+def default_results_path(hist: Path) -> Path:
+    """Where results go without --out: results.json beside a run directory's history
+    (history.jsonl, or Jepsen's history.edn), else FILE.results.json beside any other
+    history file, so two histories checked in one folder keep their own results."""
+    if hist.name in RUN_HISTORY_NAMES:
+        return hist.parent / "results.json"
+    stem = hist.name.rsplit(".", 1)[0] if "." in hist.name.lstrip(".") else hist.name
+    return hist.parent / f"{stem}.results.json"
+
+
 def locate(path: Path) -> tuple[Path, Path | None]:
     """(history file, test.json or None) for a run directory or a history file."""
     if path.is_dir():
@@ -219,7 +232,8 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
     "--out",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where to write results.json (default: next to the history).",
+    help="Where to write results (default: results.json in a run directory, "
+    "FILE.results.json beside any other history file FILE.jsonl).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the results JSON instead of a summary."
@@ -374,9 +388,10 @@ def check(
         click.echo(f"warning: {w.message}", err=True)
     res["input"] = input_section([w.message for w in caught])
     if out is None:
-        out = hist.parent / "results.json"
+        out = default_results_path(hist)
     elif out.is_dir():  # --out DIR: results.json in it
         out = out / "results.json"
+    out = out.absolute()
     data = orjson.dumps(res, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     try:
         write_bytes_atomic(out, data)

@@ -324,7 +324,7 @@ def test_invalid_history_file_exit_1_and_summary_explains(tmp_path: Path) -> Non
     r = invoke(str(h))
     assert r.exit_code == 1, r.output
     assert "INVALID" in r.output and "G1a" in r.output and "failed" in r.output
-    assert json.loads((tmp_path / "results.json").read_text())["bad_error_types"] == ["G1a"]
+    assert json.loads((tmp_path / "h.results.json").read_text())["bad_error_types"] == ["G1a"]
 
 
 def test_unknown_exit_2_and_json_output(tmp_path: Path) -> None:
@@ -607,14 +607,14 @@ def test_exit_code_equals_verdict(
     h = write_numbered(tmp_path / "h.jsonl", lines)
     rc, out, err = run_main(["check", str(h), *(["--json"] if as_json else [])], capsys)
     assert rc == code, (rc, out, err)
-    written = json.loads((tmp_path / "results.json").read_text())
+    written = json.loads((tmp_path / "h.results.json").read_text())
     assert written["valid"] == {0: True, 1: False, 2: "unknown"}[code]
     if as_json:
         assert json.loads(out) == written  # stdout is exactly the results, nothing else
     else:
         verdict = {0: "VALID", 1: "INVALID", 2: "UNKNOWN"}[code]
         assert out.splitlines()[0] == f"{h}: {verdict}"
-        assert out.rstrip().endswith(f"results: {tmp_path / 'results.json'}")
+        assert out.rstrip().endswith(f"results: {tmp_path / 'h.results.json'}")
     assert err == ""
 
 
@@ -623,7 +623,7 @@ def test_summary_names_each_type_with_count_and_an_explained_example(
 ) -> None:
     h = write_numbered(tmp_path / "h.jsonl", MANY)
     rc, out, _ = run_main(["check", str(h)], capsys)
-    res = json.loads((tmp_path / "results.json").read_text())
+    res = json.loads((tmp_path / "h.results.json").read_text())
     assert rc == 1
     assert set(res["bad_error_types"]) >= {"G1a", "duplicate", "lost-write", "unseen"}
     lines = out.splitlines()
@@ -815,3 +815,23 @@ def test_unwritable_default_results_location_keeps_the_verdict(
     rc, out, err = run_main(["check", str(tmp_path)], capsys)
     assert rc == 1 and "INVALID" in out and "G1a" in out
     assert "results.json" in err and "warning" in err.lower()
+
+
+def test_two_histories_in_one_folder_keep_their_own_results(tmp_path: Path) -> None:
+    """A bare history FILE.jsonl gets FILE.results.json beside it (checking another history
+    in the same folder must not overwrite it); a run directory's history.jsonl gets the
+    run's results.json; the summary prints the full path written."""
+    a = write(tmp_path / "a.jsonl", INVALID)
+    b = write(tmp_path / "b.jsonl", UNKNOWN)
+    assert invoke(str(a)).exit_code == 1
+    r = invoke(str(b))
+    assert r.exit_code == 2
+    assert json.loads((tmp_path / "a.results.json").read_text())["valid"] is False
+    assert json.loads((tmp_path / "b.results.json").read_text())["valid"] == "unknown"
+    assert f"results: {(tmp_path / 'b.results.json').absolute()}" in r.output
+    assert not (tmp_path / "results.json").exists()
+    run = tmp_path / "run"
+    run.mkdir()
+    h = write(run / "history.jsonl", INVALID)
+    assert invoke(str(h)).exit_code == 1
+    assert json.loads((run / "results.json").read_text())["valid"] is False
