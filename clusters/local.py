@@ -321,17 +321,6 @@ class LocalCluster(OwnedCluster[LocalNode]):
 
     # ------------------------------------------------------------ start
 
-    def start(self, wait: bool = True) -> None:
-        if self._started:
-            raise RuntimeError(f"cluster {self.run_id} was already started")
-        self._started = True
-        try:
-            self._start(wait)
-        except BaseException:
-            log.info("start of %s failed; tearing down", self.run_id)
-            self.teardown()
-            raise
-
     def _start(self, wait: bool) -> None:
         stack = self._stack
         self.runtime = self.system.runtime()
