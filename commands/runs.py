@@ -1,4 +1,8 @@
-"""`ktrial runs`: list the runs in a store, newest last, with verdict and bad anomalies."""
+"""`ktrial runs`: list the runs in a store, newest last, with verdict and bad anomalies.
+
+`--html` writes the store's static index.html instead (report/index.py; `ktrial run`
+rewrites it after every run) and prints its path.
+"""
 
 from __future__ import annotations
 
@@ -67,6 +71,10 @@ def summary_json(r: RunSummary) -> dict[str, Any]:
         "ops": r.ops,
         "duration_s": r.duration_s,
         "latest": r.latest,
+        "seed": r.seed,
+        "faults_injected": r.faults,
+        "faults_asked": list(r.faults_asked),
+        "faults_ok": r.faults_ok,
     }
 
 
@@ -81,13 +89,35 @@ def summary_json(r: RunSummary) -> dict[str, Any]:
 )
 @click.option("--name", help="Only runs of this test name.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-def runs(store: Path, name: str | None, as_json: bool) -> int:
+@click.option(
+    "--html",
+    "as_html",
+    is_flag=True,
+    help="Write the store's index.html (every run: verdict, bad anomalies, faults, seed, "
+    "links to its report) and print its path; `ktrial run` rewrites it after each run.",
+)
+def runs(store: Path, name: str | None, as_json: bool, as_html: bool) -> int:
     """List stored runs: date, name, verdict, bad anomaly counts, ops, duration, path."""
     if not store.is_dir():
         raise click.UsageError(
             f"no run store at {store}: run `ktrial run` first, or name one with --store "
             "or $KTRIAL_STORE"
         )
+    if as_html:
+        if name is not None or as_json:
+            raise click.UsageError(
+                "--html writes the index of the whole store: drop --name and --json"
+            )
+        from ..report.index import write_index
+
+        try:
+            path = write_index(store)
+        except OSError as e:
+            raise click.ClickException(
+                f"{store}: cannot write index.html ({e.strerror or e})"
+            ) from None
+        click.echo(str(path.absolute()))
+        return 0
     rows = summarize_store(store, name)
     if as_json:
         click.echo(json.dumps([summary_json(r) for r in rows], indent=2))

@@ -30,6 +30,8 @@ from ..histories.store import RunDir, load_json
 from .errcodes import code_meaning
 from .faults import FaultWindow, family_colour
 from .judged import Judged, judged_of
+from .livetext import liveness_detail
+from .livetext import num as _n
 from .meanings import meaning, ordered_types
 from .plots import all_plots
 from .scan import NS, HistoryScan, scan_history
@@ -612,71 +614,6 @@ def _live_value(x: Any, unit: str) -> str:
     return esc(f"{x:,.1f} {unit}")
 
 
-def _n(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def _ms(x: Any) -> str:
-    v = _n(x)
-    return "–" if v is None else f"{v:,.0f} ms" if v >= 100 else f"{v:,.1f} ms"
-
-
-def liveness_detail(name: str, live: dict[str, Any]) -> str | None:
-    """The report's own sentence for a check that passed or was not measured (the
-    checker's text may say "None" where nothing was measured); None: use the checker's."""
-    if name == "e2e-latency":
-        e = live.get("e2e_latency_ms") or {}
-        if not e.get("n"):
-            return "not measured: no acknowledged value was read by an ok op"
-        return (
-            f"over {e['n']:,} values: p50 {_ms(e.get('p50'))}, p99 {_ms(e.get('p99'))}, "
-            f"max {_ms(e.get('max'))}; {e.get('unread', 0):,} acknowledged values never read"
-        )
-    if name == "commit-latency":
-        c = live.get("commit_latency_ms") or {}
-        if not c.get("n"):
-            return "not measured: no ok transaction or send"
-        return (
-            f"ok {c.get('f', 'txn')} ops ({c['n']:,}): p50 {_ms(c.get('p50'))}, "
-            f"p99 {_ms(c.get('p99'))}, max {_ms(c.get('max'))}"
-        )
-    if name == "starvation":
-        st = live.get("starvation") or {}
-        n, low = st.get("windows_judged"), _n(st.get("min_ratio"))
-        if not n or low is None:
-            return (
-                "not measured: no window was judged (a window needs at least "
-                f"{(live.get('thresholds') or {}).get('starvation_min_offered', 20)} values "
-                "acknowledged and must end before the last acknowledgement)"
-            )
-        return (
-            f"{n} windows of {st.get('window_s', 10):g} s judged; lowest share read in time "
-            f"{100 * low:.1f}% (lag allowance {st.get('lag_allowance_s', 0):g} s)"
-        )
-    if name == "stuck-partition":
-        v = _n((live.get("stuck_partitions") or {}).get("max_unread_s"))
-        if v is None:
-            return "not measured: no acknowledged value"
-        return f"longest an acknowledged value waited for its first read: {v:,.1f} s"
-    if name == "slow-recovery":
-        r = live.get("recovery") or {}
-        heals = r.get("heals") or 0
-        send, read = _n(r.get("max_send_s")), _n(r.get("max_read_s"))
-        if not heals:
-            return "not measured: no fault was healed"
-        if send is None and read is None:
-            return f"{heals} heals; not measured: nothing was attempted long enough after them"
-        parts = [f"sends {send:,.1f} s" if send is not None else "sends not measured"]
-        parts.append(f"reads {read:,.1f} s" if read is not None else "reads not measured")
-        return f"{heals} heals; slowest recovery: " + ", ".join(parts)
-    if name == "memory-growth":
-        mem = live.get("memory") or {}
-        if not mem.get("samples"):
-            return "not measured: no node-stats samples in the history"
-        return None
-    return None
-
-
 def section_liveness(results: dict[str, Any] | None, judged: Judged | None = None) -> str:
     """One row per liveness check: value, threshold, verdict; then the violations."""
     out = ['<h2 id="liveness">Liveness</h2>']
@@ -1131,6 +1068,7 @@ def _files(run_dir: Path) -> str:
     names = [
         "timeline.html",
         "history.jsonl",
+        "history.edn",
         "results.json",
         "test.json",
         "junit.xml",
@@ -1184,19 +1122,28 @@ def build_html(
     )
 
 
-def render_report(run_dir: Path, results: dict[str, Any] | None = None) -> Path:
+def render_report(
+    run_dir: Path,
+    results: dict[str, Any] | None = None,
+    *,
+    history: Path | None = None,
+    test_json: Path | None = None,
+) -> Path:
     """Write report.html, timeline.html and plots/*.png for `run_dir`; return the
     report's path.
 
-    `results` defaults to the run's results.json (if any). Reads history.jsonl once.
+    `results` defaults to the run's results.json (if any). Reads the history once:
+    `history` (a history.jsonl or a Jepsen history.edn anywhere, see scan.py) defaults
+    to the run's history.jsonl, `test_json` to the run's test.json.
     """
     rd = RunDir(Path(run_dir))
     if results is None and rd.results.exists():
         loaded = _load(rd.results)
         results = loaded if isinstance(loaded, dict) else None
-    test = _load(rd.test_json) if rd.test_json.exists() else {}
+    tj = test_json or rd.test_json
+    test = _load(tj) if tj.exists() else {}
     test = test if isinstance(test, dict) else {}
-    scan = scan_history(rd.history, example_op_indices(results), TIMELINE_MAX_OPS)
+    scan = scan_history(history or rd.history, example_op_indices(results), TIMELINE_MAX_OPS)
     judged = judged_of(results, test, scan)
     metrics = (results or {}).get("metrics")
     plots = all_plots(scan, metrics if isinstance(metrics, dict) else {}, rd.plots, judged)

@@ -2,7 +2,9 @@
 
 Each summary reads results.json and test.json, counts history lines in large
 chunks and parses only the history's last line (for the duration), so listing
-a store of million-op runs stays quick.
+a store of million-op runs stays quick. The store's index.html (report/index.py),
+rewritten after every run, does not even read the histories of checked runs:
+results.json already counts their ops and duration (``history=False``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import orjson
 
 from ..histories.store import RunDir, list_runs, load_json
+from ..histories.testmeta import TestMeta
 from .verdict import verdict_of
 
 CHUNK = 1 << 20
@@ -31,6 +34,12 @@ class RunSummary:
     ops: int = 0
     duration_s: float | None = None
     latest: bool = False
+    seed: int | None = None
+    # fault family -> activations, from results.json's "faults" section; None when the
+    # results do not say (not checked, checked before the section existed, no faults asked)
+    faults: dict[str, int] | None = None
+    faults_asked: tuple[str, ...] = ()  # families test.json says the run asked for
+    faults_ok: bool | None = None  # False: asked faults that did not all happen
 
 
 def count_lines(path: Path) -> int:
@@ -78,7 +87,50 @@ def _latest_target(test_dir: Path) -> Path | None:
         return None
 
 
-def summarize(rd: RunDir, latest: bool = False) -> RunSummary:
+def _bad_counts(results: Any) -> dict[str, int]:
+    bad: dict[str, int] = {}
+    if isinstance(results, dict) and isinstance(results.get("anomalies"), dict):
+        bad_types = set(results.get("bad_error_types") or [])
+        for t, a in results["anomalies"].items():
+            if t in bad_types:
+                c = a.get("count") if isinstance(a, dict) else None
+                bad[t] = c if isinstance(c, int) else 1
+    return bad
+
+
+def _asked(meta: TestMeta) -> tuple[str, ...]:
+    """Fault families test.json's nemesis section asked for (`families`, else `faults`)."""
+    nem = meta.nemesis or {}
+    fams = nem.get("families")
+    if not isinstance(fams, list):
+        fams = nem.get("faults")
+    if not isinstance(fams, list):
+        return ()
+    return tuple(dict.fromkeys(str(f) for f in fams if isinstance(f, str) and f))
+
+
+def _faults(results: Any) -> tuple[dict[str, int] | None, bool | None]:
+    """(injected family -> count, all asked faults happened) from results.json."""
+    section = results.get("faults") if isinstance(results, dict) else None
+    if not isinstance(section, dict):
+        return None, None
+    raw = section.get("injected")
+    injected = (
+        {str(f): n for f, n in raw.items() if isinstance(n, int)} if isinstance(raw, dict) else {}
+    )
+    ok = section.get("ok")
+    return injected, ok if isinstance(ok, bool) else None
+
+
+def _number(d: Any, key: str) -> float | None:
+    v = d.get(key) if isinstance(d, dict) else None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def summarize(rd: RunDir, latest: bool = False, *, history: bool = True) -> RunSummary:
+    """One run's summary. With `history` False, a checked run's op count and duration
+    come from results.json's stats instead of reading history.jsonl (the same numbers,
+    without touching a file that may be gigabytes)."""
     results: Any = None
     verdict = "not checked"
     if rd.results.exists():
@@ -87,34 +139,42 @@ def summarize(rd: RunDir, latest: bool = False) -> RunSummary:
             verdict = verdict_of(results if isinstance(results, dict) else None)
         except (OSError, orjson.JSONDecodeError):
             verdict = "unreadable"
-    bad: dict[str, int] = {}
-    if isinstance(results, dict) and isinstance(results.get("anomalies"), dict):
-        bad_types = set(results.get("bad_error_types") or [])
-        for t, a in results["anomalies"].items():
-            if t in bad_types:
-                c = a.get("count") if isinstance(a, dict) else None
-                bad[t] = c if isinstance(c, int) else 1
     test: Any = {}
     if rd.test_json.exists():
         try:
             test = load_json(rd.test_json)
         except (OSError, orjson.JSONDecodeError):
             test = {}
-    name = test.get("name") if isinstance(test, dict) else None
+    meta = TestMeta.from_json(test if isinstance(test, dict) else {})
+    stats = results.get("stats") if isinstance(results, dict) else None
+    ops = None if history else _number(stats, "ops")
+    duration = None if history else _number(stats, "duration_s")
+    if ops is None:
+        ops = count_lines(rd.history) if rd.history.exists() else 0
+    if duration is None:
+        duration = last_time_s(rd.history)
+    injected, faults_ok = _faults(results)
     return RunSummary(
         run=rd,
-        name=rd.path.parent.name if rd.path.parent.name else str(name),
+        name=rd.path.parent.name if rd.path.parent.name else str(meta.name),
         date=run_date(rd),
         verdict=verdict,
-        bad=bad,
-        ops=count_lines(rd.history) if rd.history.exists() else 0,
-        duration_s=last_time_s(rd.history),
+        bad=_bad_counts(results),
+        ops=int(ops),
+        duration_s=duration,
         latest=latest,
+        seed=meta.seed,
+        faults=injected,
+        faults_asked=_asked(meta),
+        faults_ok=faults_ok,
     )
 
 
-def summarize_store(store: str | os.PathLike[str], name: str | None = None) -> list[RunSummary]:
-    """Every run of the store (or of test `name`), oldest first, `latest` ones marked."""
+def summarize_store(
+    store: str | os.PathLike[str], name: str | None = None, *, history: bool = True
+) -> list[RunSummary]:
+    """Every run of the store (or of test `name`), oldest first, `latest` ones marked
+    (`history`: see :func:`summarize`)."""
     out = []
     latest: dict[Path, Path | None] = {}
     for rd in list_runs(store):
@@ -123,5 +183,5 @@ def summarize_store(store: str | os.PathLike[str], name: str | None = None) -> l
             continue
         if test_dir not in latest:
             latest[test_dir] = _latest_target(test_dir)
-        out.append(summarize(rd, latest=latest[test_dir] == rd.path.resolve()))
+        out.append(summarize(rd, latest=latest[test_dir] == rd.path.resolve(), history=history))
     return out

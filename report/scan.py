@@ -1,4 +1,4 @@
-"""One streaming pass over history.jsonl collecting what the report draws.
+"""One streaming pass over a history collecting what the report draws.
 
 The report must cope with million-op histories, so it reads the file once,
 line by line, and keeps only compact arrays: per (f, type) the completion time
@@ -8,13 +8,19 @@ anomaly examples cite. It parses each line with orjson but does not build
 micro-op tuples: the checker already validated the history, and a report of a
 slightly damaged history is more useful than none, so unreadable lines are
 counted and skipped rather than fatal.
+
+A Jepsen history.edn (or any file histories/edn.py recognises) goes through the
+histories readers instead: each op arrives as an Op and is handed to the same loop in
+its JSON shape. That reader validates, so a malformed EDN history raises
+HistoryError (file and line) rather than being skipped; JSONL keeps its fast path.
 """
 
 from __future__ import annotations
 
+import contextlib
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,7 @@ from typing import Any
 import orjson
 
 from ..checker.window import drain_start_in_history
+from ..histories.edn import is_edn_history, iter_edn_history
 from .faults import FaultTracker, FaultWindow
 
 NS = 1_000_000_000
@@ -105,9 +112,20 @@ def _brief(x: Any, limit: int = TIMELINE_VALUE_CHARS) -> str:
     return s if len(s) <= limit else s[:limit] + "…"
 
 
+def _edn_items(path: Path) -> Iterator[Any]:
+    """The ops of an EDN history, read and validated by histories/edn.py, as JSON."""
+    for op in iter_edn_history(path):
+        yield op.to_json()
+
+
+def _same(x: Any) -> Any:
+    return x
+
+
 def scan_history(path: Path, wanted: Iterable[int] = (), timeline: int = 0) -> HistoryScan:
-    """Read `path` once; keep full ops only for the indices in `wanted`, and the first
-    `timeline` client ops (paired) for the timeline page.
+    """Read `path` (history.jsonl, or a Jepsen history.edn) once; keep full ops only
+    for the indices in `wanted`, and the first `timeline` client ops (paired) for the
+    timeline page.
 
     The loop is written for speed (locals, no per-op method calls): it is the
     part of a report that grows with the history.
@@ -122,7 +140,6 @@ def scan_history(path: Path, wanted: Iterable[int] = (), timeline: int = 0) -> H
     n_nem = 0
     if not path.exists():
         return scan
-    loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     counts = scan.counts
     per_type: dict[str, Counter[int]] = scan.throughput
@@ -131,16 +148,23 @@ def scan_history(path: Path, wanted: Iterable[int] = (), timeline: int = 0) -> H
     n_ops = bad = 0
     end_ns = 0
     start_ns: int | None = None
-    with path.open("rb") as fh:
-        for n, raw in enumerate(fh):
+    with contextlib.ExitStack() as stack:
+        # JSONL: raw lines parsed here (the fast path); EDN: ops already parsed
+        source: Iterable[Any]
+        parse: Callable[[Any], Any]
+        if is_edn_history(path):
+            source, parse = _edn_items(path), _same
+        else:
+            source, parse = stack.enter_context(path.open("rb")), orjson.loads
+        for n, raw in enumerate(source):
             try:
-                op = loads(raw)
+                op = parse(raw)
                 t = int(op.get("time", 0))
                 typ = op["type"]
                 f = op["f"]
                 process = op.get("process")
             except (decode_error, KeyError, TypeError, ValueError, AttributeError):
-                if raw.strip():
+                if parse is _same or raw.strip():
                     bad += 1
                 continue
             if typ.__class__ is not str or f.__class__ is not str:

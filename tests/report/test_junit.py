@@ -27,7 +27,8 @@ def invalid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ET.Element]
 def test_suite_counts_match_testcases(invalid: tuple[Path, ET.Element]) -> None:
     _, root = invalid
     suite = root.find("testsuite")
-    assert suite is not None and suite.get("name") == "ktrial" and root.get("name") == "ktrial"
+    # named by test and run (a CI matrix's jobs must not collide)
+    assert suite is not None and suite.get("name") == "ktrial.sample-queue.20261129T200000"
     all_cases = suite.findall("testcase")
     assert suite.get("tests") == str(len(all_cases))
     fails = [c.get("name", "") for c in all_cases if c.find("failure") is not None]
@@ -39,17 +40,23 @@ def test_suite_counts_match_testcases(invalid: tuple[Path, ET.Element]) -> None:
 
 
 def test_suite_time_and_timestamp(tmp_path: Path) -> None:
+    # the suite's time is the check's; the testsuites element's the run's (here the
+    # history's span: test.json has no wall_end)
     test = {"wall_start": 1_795_000_000.5}
-    results = {"valid": True, "stats": {"duration_s": 61.25}}
-    suite = build_junit(results, test, tmp_path / "r.html").getroot().find("testsuite")
+    results = {"valid": True, "stats": {"duration_s": 61.25, "check_time_s": 0.75}}
+    root = build_junit(results, test, tmp_path / "r.html").getroot()
+    suite = root.find("testsuite")
     assert suite is not None
-    assert suite.get("time") == "61.250" and suite.get("timestamp") == "2026-11-18T11:06:40"
+    assert suite.get("time") == "0.750" and suite.get("timestamp") == "2026-11-18T11:06:40"
+    assert root.get("time") == "61.250"
 
 
 def test_every_known_type_is_a_testcase(invalid: tuple[Path, ET.Element]) -> None:
     _, root = invalid
     names = [
-        c.get("name") for c in root.iter("testcase") if c.get("classname") == "ktrial.anomalies"
+        c.get("name")
+        for c in root.iter("testcase")
+        if c.get("classname") == "ktrial.sample-queue.seed7.anomalies"
     ]
     assert names == list(KNOWN_TYPES)
 
@@ -63,7 +70,7 @@ def test_failure_has_count_explanation_and_report_path(invalid: tuple[Path, ET.E
     results = orjson.loads((run / "results.json").read_bytes())
     for ex in results["anomalies"]["lost-write"]["examples"]:
         assert f"- {ex['explanation']}" in text
-    assert f"Report: {(run / 'report.html').resolve()}" in text
+    assert "Report: report.html" in text  # relative to junit.xml: survives an upload
     assert "<script>" in text  # kept as text; the XML layer escapes it
 
 
@@ -79,7 +86,7 @@ def test_liveness_cases(invalid: tuple[Path, ET.Element]) -> None:
     _, root = invalid
     c = cases(root)
     for name in ("progress.send", "progress.poll", "realtime-lag", "latency-p99.send"):
-        assert c[name].get("classname") == "ktrial.liveness"
+        assert c[name].get("classname") == "ktrial.sample-queue.seed7.liveness"
         assert c[name].find("failure") is None
     assert "8200 ms" in (c["realtime-lag"].findtext("system-out") or "")
 
@@ -173,7 +180,8 @@ def _live_results(bad: bool) -> dict[str, object]:
 def test_liveness_checks_pass_unless_judged_bad(tmp_path: Path) -> None:
     c = cases(build_junit(_live_results(bad=False), {}, tmp_path / "r.html").getroot())
     stuck = c["stuck-partition"]
-    assert stuck.get("classname") == "ktrial.liveness" and stuck.find("failure") is None
+    assert stuck.get("classname") == "ktrial.unnamed.noseed.liveness"
+    assert stuck.find("failure") is None
     assert (stuck.findtext("system-out") or "").startswith("not judged (checked without")
     assert "offset 2" in (stuck.findtext("system-out") or "")
     assert c["e2e-latency"].findtext("system-out") == "p99 12.5 ms"
