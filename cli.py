@@ -38,8 +38,10 @@ register(cli)
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and translate errors into ktrial's exit codes."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rc = cli.main(args=argv, prog_name="ktrial", standalone_mode=False)
+        # obj: the command line as typed, for test.json's "argv" (commands/run.py)
+        rc = cli.main(args=args, prog_name="ktrial", standalone_mode=False, obj={"argv": args})
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -80,6 +80,9 @@ class TrialSpec:
     hooks: dict[str, str] = field(default_factory=dict)
     keep_topics: bool = False
     live: bool = True
+    # How the run was asked for (test.json "argv" and "cli_options"; `ktrial run --from`)
+    argv: tuple[str, ...] = ()
+    cli_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -185,9 +188,9 @@ class Trial:
         )
 
     def _phases(self, run_dir: RunDir) -> None:
-        from .nemesis import NemesisOptions
-
-        nem_opts: NemesisOptions = self.spec.nemesis or NemesisOptions()
+        nem_opts = self.nemesis_options()
+        for line in fault_plan_lines(self.spec, self.seed, nem_opts):
+            self.say(line)
         self.meta = TestMeta(
             ktrial_version=__version__,
             name=self.spec.name,
@@ -241,7 +244,11 @@ class Trial:
         return cluster, proxies
 
     def start_workload(
-        self, stack: contextlib.ExitStack, cluster: Cluster, run_dir: RunDir, nem_opts: NemesisOptions
+        self,
+        stack: contextlib.ExitStack,
+        cluster: Cluster,
+        run_dir: RunDir,
+        nem_opts: NemesisOptions,
     ) -> tuple[Workload, Recorder]:
         """The workload's topics; test.json written before the first op; the history opened."""
         from .workloads import make_workload
@@ -254,12 +261,16 @@ class Trial:
         self.meta.cluster = cluster.metadata()
         self.meta.other = dict(fragment)
         self.meta.other.setdefault("consumer_rewinds", True)  # drivers rewind (workloads/rewind.py)
-        self.meta.nemesis = nem_opts.to_json()
+        self.meta.nemesis = {**nem_opts.to_json(), "families": nem_opts.all_faults()}
         self.meta.run = {
             k: v
             for k, v in asdict(spec).items()
-            if k not in ("nemesis", "workload_opts", "broker_config")
+            if k not in ("nemesis", "workload_opts", "broker_config", "argv", "cli_options")
         }
+        if spec.argv:
+            self.meta.argv = list(spec.argv)  # TestMeta.write masks secrets (histories.redact)
+        if spec.cli_options:
+            self.meta.cli_options = {**spec.cli_options, "seed": self.seed}
         self.meta.write(run_dir.test_json)
         recorder = Recorder(stack.enter_context(HistoryWriter(run_dir.history)))
         # wall-clock time of history time 0 (brokers' logs carry wall-clock times)
@@ -319,7 +330,12 @@ class Trial:
             worker.start()
             sched = None
             if nem_opts.faults or nem_opts.schedule == "script":
-                sched = ScheduleThread(nem_opts.make_schedule(), nem).start()
+                schedule = nem_opts.make_schedule(self.seed)
+                # history time the schedule's clock starts at: a script's `at` counts from
+                # here (`ktrial faults export` writes the faults back relative to it)
+                if self.meta.nemesis is not None:
+                    self.meta.nemesis["schedule_start_s"] = round(recorder.now() / 1e9, 6)
+                sched = ScheduleThread(schedule, nem).start()
                 stack.callback(sched.close)
             self.interrupted = self._wait_main_phase(worker, recorder)
             stop.set()
@@ -362,6 +378,13 @@ class Trial:
         self.counts = {f"{f}:{t}": n for (f, t), n in sorted(recorder.counts.items())}
 
     # ------------------------------------------------------------------ helpers
+
+    def nemesis_options(self) -> NemesisOptions:
+        """The run's nemesis options with every default decided (the fitted interval)."""
+        from .nemesis import NemesisOptions
+
+        nem: NemesisOptions = self.spec.nemesis or NemesisOptions()
+        return nem.resolved(self.spec.time_limit)
 
     def _wait_main_phase(self, worker: threading.Thread, recorder: Recorder) -> bool:
         """Until the time limit, the workload's end or `until`; True if the user interrupted."""
@@ -441,10 +464,12 @@ class Trial:
         results = check_file(run_dir.history, options_from_test_json(meta), meta.to_json())
         write_json(run_dir.results, results)
         from .report.html import render_report
+        from .report.index import refresh_index
         from .report.junit import write_junit
 
         report = render_report(run_dir.path, results)
         write_junit(run_dir.path, results)
+        refresh_index(run_dir)  # the store's index.html (report/index.py); never raises
         return results, report
 
     @staticmethod
@@ -485,3 +510,67 @@ def run_workload(
 
 def default_store() -> str:
     return os.environ.get("KTRIAL_STORE", "store")
+
+
+# ---------------------------------------------------------------------- the plan
+
+
+def planned_node_names(spec: TrialSpec) -> list[str] | None:
+    """The node names a run's cluster will have, when they are known before it starts
+    (local and docker: n1..nN); None for an external cluster (discovered)."""
+    if spec.cluster == "external":
+        return None
+    return [f"n{i}" for i in range(1, spec.nodes + 1)]
+
+
+def describe_targets(targets: Any) -> str:
+    if targets is None:
+        return "the family's default targets"
+    if isinstance(targets, (list, tuple)):
+        return ", ".join(str(t) for t in targets)
+    if targets == "controller":
+        return "the active controller (resolved when the fault fires)"
+    if targets == "leaders":
+        return "the leader of one of the workload's partitions (resolved when the fault fires)"
+    return f"{targets} (nodes drawn when the fault fires)"
+
+
+def fault_plan_lines(spec: TrialSpec, seed: int, nem_opts: NemesisOptions) -> list[str]:
+    """What the nemesis will do, as far as it is known before the cluster exists: the
+    schedule, its faults with nominal times and targets, and the families the time limit
+    leaves out. [] when the run asks for no faults."""
+    families = nem_opts.all_faults()
+    if not families:
+        return []
+    nem_opts = nem_opts.resolved(spec.time_limit)
+    entries = nem_opts.preview(spec.time_limit, seed, planned_node_names(spec))
+    if nem_opts.schedule == "interval":
+        how = f"interval schedule: each fault held {nem_opts.interval:g} s after as long quiet"
+        if spec.nemesis is None or spec.nemesis.interval is None:
+            how += f" (fitted: {len(families)} families in {spec.time_limit:g} s)"
+    elif nem_opts.schedule == "stable":
+        how = (
+            f"stable schedule: {nem_opts.period:g} s periods, quiet with probability "
+            f"{nem_opts.quiet_p:g}, else up to 2 faults together"
+        )
+    else:
+        how = f"scripted schedule: {nem_opts.script}"
+    lines = [f"faults: {how}; seed {seed}"]
+    for e in entries:
+        params = ", ".join(f"{k} {v}" for k, v in e.params.items())
+        hold = "until the end" if e.duration is None else f"for {e.duration:g} s"
+        lines.append(
+            f"  {e.at:7.1f} s  {e.fault:<9} {hold} on {describe_targets(e.targets)}"
+            + (f" ({params})" if params else "")
+        )
+    counts = Counter(e.fault for e in entries)
+    reached = ", ".join(f"{f} ×{counts[f]}" for f in families if counts[f])
+    lines.append(f"  families: {reached or 'none within the time limit'}")
+    missing = [f for f in families if not counts[f]]
+    if missing:
+        lines.append(
+            f"  warning: {', '.join(missing)} will not run within {spec.time_limit:g} s "
+            "(lengthen --time-limit or shorten --nemesis-interval); the verdict will be "
+            "unknown"
+        )
+    return lines

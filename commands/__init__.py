@@ -14,6 +14,7 @@ import click
 COMMANDS: dict[str, str] = {
     "check": "check",
     "cluster": "cluster",
+    "faults": "faults",
     "run": "run",
     "report": "report",
     "runs": "runs",

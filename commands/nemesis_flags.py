@@ -62,9 +62,10 @@ def nemesis_options(f: F) -> F:
         click.option(
             "--nemesis-interval",
             type=float,
-            default=10.0,
-            show_default=True,
-            help="Seconds a fault is held, then as many quiet (interval schedule).",
+            default=None,
+            help="Seconds a fault is held, then as many quiet (interval schedule). "
+            "[default: 10, shortened to no less than 5 so that every family asked for "
+            "runs once within --time-limit]",
         ),
         click.option(
             "--nemesis-period",
@@ -99,8 +100,22 @@ def nemesis_options(f: F) -> F:
     return f
 
 
+def validate_flags(opts: NemesisOptions, nodes: Sequence[str] | None = None) -> None:
+    """Every value the nemesis will use, checked before anything starts (with the node
+    names when they are known); a bad one is a usage error naming its flag."""
+    try:
+        opts.validate(nodes)
+    except NemesisOptionError as e:
+        msg = str(e)
+        if msg.startswith("--nemesis"):
+            raise click.UsageError(msg) from None
+        hint = "--nemesis-script" if opts.script and msg.startswith(opts.script) else None
+        raise click.BadParameter(msg, param_hint=hint or "--nemesis-param") from None
+
+
 def options_from_kwargs(kwargs: dict[str, Any], pop: bool = True) -> NemesisOptions:
-    """Build NemesisOptions from the click kwargs added by :func:`nemesis_options`."""
+    """Build NemesisOptions from the click kwargs added by :func:`nemesis_options`
+    (validated without the cluster's node names: see :func:`validate_flags`)."""
     get = kwargs.pop if pop else kwargs.get
     faults = parse_faults_flag(get("nemesis_faults", ""))
     schedule = get("nemesis_schedule", "interval")
@@ -115,12 +130,15 @@ def options_from_kwargs(kwargs: dict[str, Any], pop: bool = True) -> NemesisOpti
             check_script(script)
         except NemesisOptionError as e:
             raise click.BadParameter(str(e), param_hint="--nemesis-script") from None
-    return NemesisOptions(
+    interval = get("nemesis_interval", None)
+    opts = NemesisOptions(
         faults=faults,
         schedule=schedule,
-        interval=float(get("nemesis_interval", 10.0)),
+        interval=None if interval is None else float(interval),
         period=float(get("nemesis_period", 20.0)),
         quiet_p=float(get("nemesis_quiet", 0.3)),
         script=script,
         params=parse_params_flag(get("nemesis_param", ()) or ()),
     )
+    validate_flags(opts)
+    return opts

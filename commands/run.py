@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import sys
 import tomllib
 from pathlib import Path
@@ -9,10 +11,24 @@ from typing import Any
 
 import click
 
+from ..checker.faults import summary as faults_summary
 from ..clusters.external import parse_hooks
-from ..trial import Trial, TrialOutcome, TrialSpec, default_store
+from ..histories.redact import MASK, redact
+from ..histories.testmeta import TestMeta
+from ..nemesis.options import NemesisOptions
+from ..trial import (
+    Trial,
+    TrialOutcome,
+    TrialSpec,
+    default_store,
+    fault_plan_lines,
+    planned_node_names,
+)
 from ..workloads.options import workload_options
-from .nemesis_flags import nemesis_options, options_from_kwargs
+from .nemesis_flags import nemesis_options, options_from_kwargs, validate_flags
+
+# Options a repeated run (--from) does not take from the earlier one.
+NOT_REPEATED = frozenset({"dry_run"})
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -47,6 +63,61 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
+def _load_from(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--from RUN_DIR: the options that run resolved (test.json "cli_options", its seed
+    included) become defaults, so flags given besides --from still win."""
+    if not value:
+        return value
+    test_json = Path(value) / "test.json"
+    try:
+        meta = TestMeta.read(test_json) if test_json.is_file() else None
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(f"{test_json}: {e}", param_hint="--from") from None
+    if meta is None:
+        raise click.BadParameter(
+            f"{value}: no test.json here; give a run directory (`ktrial runs` lists them)",
+            param_hint="--from",
+        )
+    if not meta.cli_options:
+        raise click.BadParameter(
+            f"{test_json} records no options (a run of an older ktrial, or not made by "
+            "`ktrial run`): repeat it with its flags and --seed "
+            f"{meta.seed if meta.seed is not None else 'N'}",
+            param_hint="--from",
+        )
+    names = {p.name for p in ctx.command.params if p.name}
+    defaults, masked = repeatable_options(meta.cli_options, names)
+    if masked:
+        click.echo(
+            f"[ktrial] --from {value}: secrets were masked in test.json and are not "
+            f"repeated; give them again: {', '.join(masked)}",
+            err=True,
+        )
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+def repeatable_options(
+    options: dict[str, Any], names: set[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The recorded options a new run takes as defaults, and the masked secrets left out
+    (``--producer-config sasl.password``): "***" must never reach a client as a value."""
+    out: dict[str, Any] = {}
+    masked: list[str] = []
+    for name, v in options.items():
+        if name not in names or name in NOT_REPEATED or name == "from_run":
+            continue
+        if isinstance(v, list):
+            kept = [x for x in v if not (isinstance(x, str) and x.endswith("=" + MASK))]
+            masked += [f"--{name.replace('_', '-')} {x.split('=')[0]}" for x in v if x not in kept]
+            v = kept
+        elif v == MASK:
+            masked.append(f"--{name.replace('_', '-')}")
+            continue
+        out[name] = v
+    return out, masked
+
+
 def parse_overrides(values: tuple[str, ...], hint: str) -> dict[str, str]:
     """KEY=VALUE pairs -> dict (librdkafka and broker settings are strings)."""
     out: dict[str, str] = {}
@@ -70,6 +141,17 @@ def _parse_value(v: str) -> Any:
 
 
 @click.command("run")
+@click.option(
+    "--from",
+    "from_run",
+    type=click.Path(exists=True, file_okay=False),
+    callback=_load_from,
+    is_eager=True,
+    expose_value=False,
+    metavar="RUN_DIR",
+    help="Repeat the run in RUN_DIR: its options and seed (from its test.json) become "
+    "the defaults; flags given besides --from win.",
+)
 @click.option(
     "--config",
     type=click.Path(exists=True, dir_okay=False),
@@ -222,6 +304,12 @@ def _parse_value(v: str) -> Any:
     help="Longest the drain may take.",
 )
 @click.option("--no-live", is_flag=True, help="No live progress view.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Resolve every option, print the plan (cluster, workload, the seeded fault "
+    "schedule with times and targets) and exit 0; start nothing, write nothing.",
+)
 def run(**kw: Any) -> None:
     """Run a workload against a fresh cluster under a nemesis, then check it.
 
@@ -236,7 +324,11 @@ def run(**kw: Any) -> None:
       ktrial run --workload copy --nemesis kill --seed 7
       ktrial run --profile unsafe --no-idempotence --acks 1 --nemesis kill,partition
       ktrial run --config soak.toml --time-limit 3600
+      ktrial run --nemesis partition,kill --dry-run
+      ktrial run --from store/queue/latest --time-limit 120
     """
+    resolved = {k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()}
+    dry_run = kw.pop("dry_run")
     nem = options_from_kwargs(kw)
     workload = kw["workload"]
     wopts: dict[str, Any] = {
@@ -298,17 +390,97 @@ def run(**kw: Any) -> None:
         hooks=hooks,
         keep_topics=kw["keep_topics"],
         live=not kw["no_live"],
+        argv=tuple(_argv()),
+        cli_options={k: v for k, v in resolved.items() if k not in NOT_REPEATED},
     )
     try:
         from ..workloads import make_workload
 
-        make_workload(workload, dict(wopts), 0)  # validate options before starting brokers
+        # validate options before starting brokers
+        wl = make_workload(workload, dict(wopts), spec.seed or 0)
     except (ValueError, TypeError) as e:
         raise click.UsageError(str(e)) from None
+    check_faults_fit(spec, nem)
 
+    if dry_run:
+        seed = spec.seed if spec.seed is not None else random.SystemRandom().randrange(2**31)
+        for line in plan_lines(spec, seed, getattr(wl, "opts", None)):
+            click.echo(line)
+        sys.exit(0)
     outcome = Trial(spec, say=lambda m: click.echo(f"[ktrial] {m}", err=True)).execute()
     _summary(outcome)
     sys.exit(outcome.exit_code)
+
+
+def _argv() -> list[str]:
+    """The command line as typed (cli.main passes it), [] when unknown."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    argv = obj.get("argv") if isinstance(obj, dict) else None
+    return [str(a) for a in argv] if isinstance(argv, list) else []
+
+
+def check_faults_fit(spec: TrialSpec, nem: NemesisOptions) -> None:
+    """Refuse, before anything starts, faults this cluster cannot take: targets and
+    partition shapes against its node names, network faults without namespaces, and
+    on an external cluster the families its hooks do not cover."""
+    validate_flags(nem, planned_node_names(spec))
+    families = nem.all_faults()
+    refused: dict[str, str] = {}
+    if spec.cluster == "external":
+        from ..clusters.external import ExternalCluster
+
+        try:
+            limits = ExternalCluster(spec.bootstrap, spec.hooks).unsupported_faults()
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--hook") from None
+        refused = {f: why for f, why in limits.items() if f in families}
+    elif spec.netns is False:
+        from ..clusters.base import SHARED_ADDRESS
+
+        refused = {f: SHARED_ADDRESS for f in ("partition", "loss") if f in families}
+    if refused:
+        raise click.BadParameter(
+            "; ".join(f"{f}: {why}" for f, why in refused.items()), param_hint="--nemesis"
+        )
+
+
+def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
+    """`ktrial run --dry-run`: everything the run would do, as far as it is known before
+    the cluster exists."""
+    names = planned_node_names(spec)
+    if spec.cluster == "external":
+        cluster = f"external at {spec.bootstrap} (nodes discovered when it starts)"
+        hooks = ", ".join(sorted(spec.hooks)) or "none"
+        cluster += f"; hooks: {hooks}"
+    else:
+        from ..clusters.install import DEFAULT_KAFKA_VERSION
+
+        cluster = (
+            f"{spec.cluster}, {spec.nodes} nodes ({', '.join(names or [])}), "
+            f"{spec.profile} profile, Kafka {spec.kafka_version or DEFAULT_KAFKA_VERSION}, "
+            f"heap {spec.heap_mb} MB"
+        )
+        if spec.broker_config:
+            cluster += f", broker config {redact(spec.broker_config)}"
+        if spec.netns is False:
+            cluster += ", no network namespaces"
+    if dataclasses.is_dataclass(workload_opts) and not isinstance(workload_opts, type):
+        wopts = redact(dataclasses.asdict(workload_opts))
+    else:
+        wopts = redact(spec.workload_opts)
+    nem = spec.nemesis or NemesisOptions()
+    fault_lines = fault_plan_lines(spec, seed, nem) or ["faults: none"]
+    return [
+        "plan (--dry-run: nothing started, nothing written)",
+        f"  seed: {seed}" + ("" if spec.seed is not None else f" (random: --seed {seed} runs it)"),
+        f"  cluster: {cluster}",
+        f"  workload: {spec.workload}: " + ", ".join(f"{k}={v}" for k, v in sorted(wopts.items())),
+        f"  time: {spec.time_limit:g} s of workload and faults, then a {spec.heal_wait:g} s "
+        f"quiet wait and a drain of up to {spec.drain_timeout:g} s",
+        f"  store: {Path(spec.store) / spec.name}/<new run directory>",
+        *(f"  {line}" for line in fault_lines),
+    ]
 
 
 def _summary(outcome: TrialOutcome) -> None:
@@ -324,9 +496,17 @@ def _summary(outcome: TrialOutcome) -> None:
             ex = (a.get("examples") or [{}])[0]
             if ex.get("explanation"):
                 click.echo(f"    e.g. {ex['explanation']}")
+    faults = res.get("faults") if res else None
+    if isinstance(faults, dict):
+        click.echo(f"faults: {faults_summary(faults)}")
+    for warning in (res or {}).get("warnings", []):
+        click.secho(f"warning: {warning}", fg="yellow")
     if outcome.error:
         click.secho(f"harness error: {outcome.error}", fg="red", err=True)
-    click.secho(f"verdict: {verdict}", fg=colour, bold=True)
+    why = ""
+    if isinstance(faults, dict) and faults.get("verdict"):
+        why = f" ({faults['verdict'].split(': ', 1)[-1]})"
+    click.secho(f"verdict: {verdict}{why}", fg=colour, bold=True)
     if outcome.report:
         click.echo(f"report: {outcome.report}")
     click.echo(f"run directory: {outcome.run_dir.path}")

@@ -51,6 +51,10 @@ class TestMeta:
     cluster: dict[str, Any] | None = None  # the cluster's metadata(): kind, versions, ...
     nemesis: dict[str, Any] | None = None  # NemesisOptions.to_json()
     run: dict[str, Any] | None = None  # the run's settings (TrialSpec), for the record
+    argv: list[str] | None = None  # the command line of `ktrial run`, as typed (secrets masked)
+    # every option of `ktrial run` as resolved (flags, --config, defaults; the run's seed):
+    # what `ktrial run --from RUN_DIR` repeats
+    cli_options: dict[str, Any] | None = None
     history_wall_start: float | None = None  # epoch seconds of history time 0
     drain: dict[str, Any] | None = None  # what the workload's drain() returned
     workload_results: dict[str, Any] | None = None  # a measuring workload's table
@@ -155,7 +159,7 @@ class TestMeta:
 
 
 _NUMBERS = ("time_limit", "wall_start", "history_wall_start", "wall_end")
-_DICTS = ("cluster", "nemesis", "run", "drain", "workload_results")
+_DICTS = ("cluster", "nemesis", "run", "drain", "workload_results", "cli_options")
 
 
 def _fits(name: str, value: Any) -> bool:
@@ -168,6 +172,8 @@ def _fits(name: str, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if name == "interrupted":
         return isinstance(value, bool)
+    if name == "argv":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
     return isinstance(value, str)  # ktrial_version, name
 
 

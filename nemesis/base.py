@@ -14,7 +14,7 @@ import logging
 import os
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -93,6 +93,16 @@ class FaultBase:
         self.started = False
         self.stopped = False
         self.info: dict[str, Any] = {}
+
+    @staticmethod
+    def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
+        """Refuse bad parameter values before the run (pure; raises params.ParamError).
+        Families with parameters override it; names are checked by core.check_params."""
+
+    def record(self, f: str, value: Any) -> None:
+        """Record one of this fault's nemesis ops, tagged with its family and id (extra
+        fields `fault` and `fault_id`), so a reader pairs its start and end exactly."""
+        self.ctx.recorder.nemesis(f, value, fault=self.name, fault_id=self.id)
 
     def start(self, targets: TargetSpec = None) -> dict[str, Any]:
         with self.ctx.apply_lock:

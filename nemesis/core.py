@@ -23,7 +23,7 @@ from .base import Context, FaultBase, TargetSpec
 from .memory import MemoryFault
 from .network import LossFault, PartitionFault
 from .process import KillFault, PauseFault, RollingRestart, ensure_running
-from .targets import TargetError
+from .targets import AT_FAULT_TIME, TargetError, check_spec
 from .toxiproxy import NotFound
 
 log = logging.getLogger("ktrial.nemesis")
@@ -58,6 +58,15 @@ RANDOM_TARGETS: dict[str, tuple[str, ...]] = {
 }
 
 
+def random_target_specs(name: str, with_leaders: bool = True) -> tuple[str, ...]:
+    """Target specs a random activation of `name` draws from (leaders: only when the
+    workload's partitions are known, and never for restart, loss and toxic)."""
+    specs = RANDOM_TARGETS.get(name, ("one",))
+    if with_leaders and name not in ("restart", "loss", "toxic"):
+        specs = (*specs, "leaders")
+    return specs
+
+
 def fault_params(name: str) -> list[str]:
     """Keyword parameters a fault family accepts (for validating scripts and CLI params)."""
     factory = FAMILIES[name]
@@ -67,7 +76,21 @@ def fault_params(name: str) -> list[str]:
     return [p for p in sig.parameters if p not in ("self", "ctx", "graceful")]
 
 
-def check_params(name: str, params: Mapping[str, Any], where: str = "") -> None:
+def family_class(name: str) -> type[FaultBase]:
+    """The class implementing family `name` ("stop" is a graceful kill)."""
+    factory = FAMILIES[name]
+    return KillFault if name == "stop" else factory  # type: ignore[no-any-return]
+
+
+def check_params(
+    name: str,
+    params: Mapping[str, Any],
+    where: str = "",
+    nodes: Sequence[str] | None = None,
+) -> None:
+    """Refuse (ValueError) an unknown family, a parameter it does not take, a bad value
+    (the family's own ``validate``) or a bad ``targets`` spec — all before a run starts.
+    With the cluster's node names, targets and shapes are checked against them too."""
     if name not in FAMILIES:
         raise ValueError(f"{where}unknown fault {name!r}; choose among {', '.join(FAULT_NAMES)}")
     bad = sorted(set(params) - set(fault_params(name)) - {"targets"})
@@ -75,6 +98,12 @@ def check_params(name: str, params: Mapping[str, Any], where: str = "") -> None:
         raise ValueError(
             f"{where}fault {name!r} takes no parameter(s) {bad}; it accepts {fault_params(name)}"
         )
+    try:
+        if params.get("targets") is not None:
+            check_spec(params["targets"], nodes, where=f"{name}.targets")
+        family_class(name).validate(params, None if nodes is None else len(nodes))
+    except ValueError as e:
+        raise ValueError(f"{where}{e}") from None
 
 
 class Nemesis:
@@ -153,11 +182,15 @@ class Nemesis:
 
     def start_random(self, name: str) -> FaultBase:
         """Start `name` on targets drawn from its usual specs (seeded)."""
-        specs = list(RANDOM_TARGETS.get(name, ("one",)))
-        if self.partitions is not None and name not in ("restart", "loss", "toxic"):
-            specs.append("leaders")
+        specs = list(random_target_specs(name, self.partitions is not None))
         targets = self.params.get(name, {}).get("targets") or self.choice(specs)
-        if targets in ("controller", "leaders"):
+        return self.start_planned(name, targets)
+
+    def start_planned(self, name: str, targets: TargetSpec, **params: Any) -> FaultBase:
+        """Start `name` on `targets` as a schedule planned it: the controller or the
+        leaders are asked of the cluster now (a random activation hits one leader); if
+        the cluster cannot say, a random node instead."""
+        if targets in AT_FAULT_TIME:
             try:  # resolve now: if the cluster cannot say, hit a random node instead
                 resolved = self.ctx.resolve(targets)
                 # The workload's partitions are usually led by every node: a random
@@ -166,7 +199,7 @@ class Nemesis:
             except TargetError as e:
                 log.warning("nemesis: %s; %s hits a random node instead", e, name)
                 targets = "one"
-        return self.start(name, targets)
+        return self.start(name, targets, **params)
 
     def stop(self, fault: FaultBase) -> None:
         fault.stop()

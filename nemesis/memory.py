@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clusters.base import Node, Unsupported
-from . import cgroups
+from . import cgroups, params
 from .base import Context, FaultBase, TargetSpec
 from .process import ensure_running
 
@@ -216,6 +216,17 @@ class MemoryFault(FaultBase):
         sample_interval: float = 1.0,
     ) -> None:
         super().__init__(ctx)
+        self.validate(
+            {
+                "squeeze": squeeze,
+                "headroom": headroom,
+                "min_headroom": min_headroom,
+                "limit_bytes": limit_bytes,
+                "balloon_bytes": balloon_bytes,
+                "allow_oom": allow_oom,
+                "sample_interval": sample_interval,
+            }
+        )
         self.squeeze, self.headroom, self.min_headroom = squeeze, headroom, min_headroom
         self.limit_bytes, self.balloon_bytes, self.allow_oom = limit_bytes, balloon_bytes, allow_oom
         self.sample_interval = sample_interval
@@ -226,6 +237,26 @@ class MemoryFault(FaultBase):
         self._sampler: threading.Thread | None = None
         self._vm0: dict[str, int] = {}
         self._psi0: dict[str, float] = {}
+
+    @staticmethod
+    def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
+        for flag in ("squeeze", "allow_oom"):
+            if flag in p:
+                params.boolean("memory", flag, p[flag])
+        if "headroom" in p:
+            params.number("memory", "headroom", p["headroom"], low=0)
+        if "min_headroom" in p:
+            params.number("memory", "min_headroom", p["min_headroom"], low=0, integer=True)
+        for size in ("limit_bytes", "balloon_bytes"):
+            if size in p:
+                params.number("memory", size, p[size], low=0, integer=True, optional=True)
+        if "sample_interval" in p:
+            params.number("memory", "sample_interval", p["sample_interval"], low=0, low_open=True)
+        if p.get("squeeze") is False and not p.get("balloon_bytes"):
+            raise params.ParamError(
+                "memory.squeeze=false without memory.balloon_bytes puts no pressure on the "
+                "node: keep the squeeze or give the balloon a size in bytes"
+            )
 
     @staticmethod
     def cgroup_of(node: Node) -> cgroups.MemoryCgroup:
@@ -289,7 +320,7 @@ class MemoryFault(FaultBase):
             target=self._sample_loop, name="ktrial-memory-sampler", daemon=True
         )
         self._sampler.start()
-        self.ctx.record("memory-squeeze", value)
+        self.record("memory-squeeze", value)
         return value
 
     def _sample_loop(self) -> None:
@@ -303,7 +334,7 @@ class MemoryFault(FaultBase):
                 if new:
                     node = nodes[name]
                     broker = "broker" if not node.is_running() or node.pid != w.pid0 else "other"
-                    self.ctx.record(
+                    self.record(
                         "oom-kill",
                         {
                             "node": name,
@@ -365,6 +396,6 @@ class MemoryFault(FaultBase):
             value["restarted"] = restarted
         if errors:
             value["errors"] = errors
-        self.ctx.record("memory-release", value)
+        self.record("memory-release", value)
         if restarted:
             self.ctx.record("start", {"nodes": restarted, "reason": "oom-killed"})

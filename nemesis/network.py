@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ..clusters.base import Unsupported
-from . import iptables, shapes
+from . import iptables, params, shapes
 from .base import Context, FaultBase, TargetSpec
 
 
@@ -41,7 +42,7 @@ class _RuleFault(FaultBase):
         value["rules_removed"] = len(self.rules)
         if errors:
             value["errors"] = errors
-        self.ctx.record(self.stop_f, value)
+        self.record(self.stop_f, value)
 
 
 class PartitionFault(_RuleFault):
@@ -52,7 +53,23 @@ class PartitionFault(_RuleFault):
 
     def __init__(self, ctx: Context, shape: str | None = None, direction: str = "in") -> None:
         super().__init__(ctx)
+        self.validate({"shape": shape, "direction": direction})
         self.shape, self.direction = shape, direction
+
+    @staticmethod
+    def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
+        """Refuse a bad shape or direction (pure); with the cluster's size, a shape that
+        cannot be drawn on it (a ring needs 4 nodes, a bridge 3)."""
+        params.choice("partition", "shape", p.get("shape"), shapes.SHAPES)
+        params.choice("partition", "direction", p.get("direction"), ("in", "out"))
+        shape = p.get("shape")
+        if shape is not None and n_nodes is not None:
+            fits = shapes.applicable_shapes(n_nodes)
+            if shape not in fits:
+                raise params.ParamError(
+                    f"partition.shape={shape!r} does not fit {n_nodes} node(s); "
+                    f"choose one of {', '.join(fits)}"
+                )
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
         addrs = _addresses(self.ctx)
@@ -76,7 +93,7 @@ class PartitionFault(_RuleFault):
             value["direction"] = self.direction
         self.info = value
         self._apply(iptables.rules_for_grudge(grudge, addrs, self.comment))
-        self.ctx.record(self.start_f, value)
+        self.record(self.start_f, value)
         return value
 
 
@@ -88,9 +105,13 @@ class LossFault(_RuleFault):
 
     def __init__(self, ctx: Context, probability: float = 0.2) -> None:
         super().__init__(ctx)
-        if not 0.0 < probability <= 1.0:
-            raise ValueError(f"loss probability must be in (0, 1], not {probability}")
+        self.validate({"probability": probability})
         self.probability = probability
+
+    @staticmethod
+    def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
+        if "probability" in p:
+            params.number("loss", "probability", p["probability"], low=0, high=1, low_open=True)
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
         addrs = _addresses(self.ctx)
@@ -105,5 +126,5 @@ class LossFault(_RuleFault):
         value = {"targets": chosen, "probability": self.probability}
         self.info = value
         self._apply(iptables.rules_for_grudge(grudge, addrs, self.comment, self.probability))
-        self.ctx.record(self.start_f, value)
+        self.record(self.start_f, value)
         return value

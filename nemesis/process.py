@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..clusters import procs
 from ..clusters.base import Node
+from . import params
 from .base import Context, FaultBase, TargetSpec
 
 log = logging.getLogger("ktrial.nemesis")
@@ -81,7 +83,7 @@ class KillFault(FaultBase):
                 nodes[name].stop()
             else:
                 nodes[name].kill()
-        self.ctx.record("stop" if self.graceful else "kill", value)
+        self.record("stop" if self.graceful else "kill", value)
         return value
 
     def _stop(self) -> None:
@@ -96,7 +98,7 @@ class KillFault(FaultBase):
         value: dict[str, Any] = {"nodes": started}
         if errors:
             value["errors"] = errors
-        self.ctx.record("start", value)
+        self.record("start", value)
 
 
 class PauseFault(FaultBase):
@@ -117,7 +119,7 @@ class PauseFault(FaultBase):
         for name in chosen:
             nodes[name].pause()
         self.info["frozen"] = [n for n in chosen if _frozen(nodes[n])]
-        self.ctx.record("pause", self.info)
+        self.record("pause", self.info)
         return self.info
 
     def _stop(self) -> None:
@@ -131,7 +133,7 @@ class PauseFault(FaultBase):
         value: dict[str, Any] = {"nodes": self.nodes}
         if errors:
             value["errors"] = errors
-        self.ctx.record("resume", value)
+        self.record("resume", value)
 
 
 def _frozen(node: Node) -> bool:
@@ -166,8 +168,16 @@ class RollingRestart(FaultBase):
 
     def __init__(self, ctx: Context, settle: float = 5.0, wait: float = 60.0) -> None:
         super().__init__(ctx)
+        self.validate({"settle": settle, "wait": wait})
         self.settle, self.wait = settle, wait
         self.nodes: list[str] = []
+
+    @staticmethod
+    def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
+        if "settle" in p:
+            params.number("restart", "settle", p["settle"], low=0)
+        if "wait" in p:
+            params.number("restart", "wait", p["wait"], low=0, low_open=True)
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
         chosen = self.ctx.resolve(targets, default="all")
@@ -175,20 +185,20 @@ class RollingRestart(FaultBase):
         self.nodes = chosen
         self.ctx.touched.update(chosen)
         self.info = {"nodes": chosen}
-        self.ctx.record("start-rolling-restart", self.info)
+        self.record("start-rolling-restart", self.info)
         for name in chosen:
             if self.ctx.halting.is_set():  # a heal or the schedule's end is waiting
                 self.info["skipped"] = chosen[chosen.index(name) :]
                 break
             node = nodes[name]
-            self.ctx.record("restart", {"node": name})
+            self.record("restart", {"node": name})
             t0 = time.monotonic()
             node.restart()
             # the broker's own listener: a Toxiproxy in front would accept at once
             listener = str(getattr(node, "direct_client", None) or node.client_bootstrap)
             host, _, port = listener.rpartition(":")
             up = wait_port(host, int(port), self.wait)
-            self.ctx.record(
+            self.record(
                 "restarted",
                 {"node": name, "listening": up, "seconds": round(time.monotonic() - t0, 3)},
             )
@@ -205,4 +215,4 @@ class RollingRestart(FaultBase):
         value: dict[str, Any] = {"nodes": self.nodes}
         if self.info.get("skipped"):
             value["skipped"] = self.info["skipped"]
-        self.ctx.record("stop-rolling-restart", value)
+        self.record("stop-rolling-restart", value)

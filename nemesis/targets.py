@@ -10,13 +10,44 @@ discovery functions found at the moment of the fault.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
+from typing import Any
 
 SPECS = ("one", "minority", "majority", "all", "random", "controller", "leaders")
+# Specs the cluster answers only when the fault fires (the plan cannot name the nodes).
+AT_FAULT_TIME = ("controller", "leaders")
+NODE_NAME = re.compile(r"n[1-9][0-9]*")
 
 
 class TargetError(ValueError):
     """A target spec that cannot be satisfied (the message says which and why)."""
+
+
+def check_spec(spec: Any, nodes: Sequence[str] | None = None, where: str = "targets") -> None:
+    """Refuse a target spec before the run (pure): a spec name, node names ``n1,n3`` (a
+    string or a list), and, when the cluster's node names are known, only those."""
+    if isinstance(spec, str) and spec in SPECS:
+        return
+    if isinstance(spec, str):
+        names = [s.strip() for s in spec.split(",") if s.strip()]
+    elif isinstance(spec, (list, tuple)) and all(isinstance(s, str) for s in spec):
+        names = [s.strip() for s in spec]
+    else:
+        names = []
+    allowed = f"one of {', '.join(SPECS)}, or node names such as n1,n3"
+    if not names:
+        raise TargetError(f"{where}={spec!r}: choose {allowed}")
+    bad = [n for n in names if not NODE_NAME.fullmatch(n)]
+    if bad:
+        raise TargetError(f"{where}={spec!r}: {bad} are not node names; choose {allowed}")
+    if nodes is not None:
+        unknown = [n for n in names if n not in nodes]
+        if unknown:
+            raise TargetError(
+                f"{where}={spec!r}: the cluster has no node(s) {unknown}; its nodes are "
+                f"{', '.join(nodes)}"
+            )
 
 
 def select(

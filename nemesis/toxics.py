@@ -13,9 +13,11 @@ default attributes (Toxiproxy's own names and units):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from ..clusters.base import Unsupported
+from . import params
 from .base import Context, FaultBase, TargetSpec
 from .toxiproxy import NotFound, ToxiproxyError
 
@@ -43,12 +45,37 @@ class ToxicFault(FaultBase):
         toxicity: float = 1.0,
     ) -> None:
         super().__init__(ctx)
-        if kind is not None and kind not in DEFAULTS:
-            raise ValueError(f"unknown toxic {kind!r}; choose one of {', '.join(KINDS)}")
-        if stream not in ("upstream", "downstream"):
-            raise ValueError(f"toxic stream must be upstream or downstream, not {stream!r}")
+        self.validate(
+            {"kind": kind, "attributes": attributes, "stream": stream, "toxicity": toxicity}
+        )
         self.kind, self.attributes, self.stream, self.toxicity = kind, attributes, stream, toxicity
         self.applied: list[str] = []  # proxy names carrying our toxic
+
+    @staticmethod
+    def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
+        """Kind, stream and toxicity; attributes only with a kind, by that kind's names."""
+        kind = p.get("kind")
+        params.choice("toxic", "kind", kind, KINDS)
+        params.choice("toxic", "stream", p.get("stream"), ("upstream", "downstream"))
+        if "toxicity" in p:
+            params.number("toxic", "toxicity", p["toxicity"], low=0, high=1)
+        attrs = p.get("attributes")
+        if attrs is None:
+            return
+        attrs = params.mapping("toxic", "attributes", attrs)
+        if kind is None:
+            raise params.ParamError(
+                f"toxic.attributes={dict(attrs)!r} needs toxic.kind: the attributes differ "
+                f"by kind ({', '.join(KINDS)})"
+            )
+        known = DEFAULTS[kind]
+        for name, value in attrs.items():
+            if name not in known:
+                raise params.ParamError(
+                    f"toxic.attributes: a {kind} toxic has no attribute {name!r}; "
+                    f"it takes {', '.join(known)}"
+                )
+            params.number("toxic", f"attributes.{name}", value, low=0, integer=True)
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
         proxies = self.ctx.proxies
@@ -74,7 +101,7 @@ class ToxicFault(FaultBase):
             proxy = proxies.proxy_for(node)
             self.applied.append(proxy)
             api.add_toxic(proxy, self.id, kind, attrs, self.stream, self.toxicity)
-        self.ctx.record("toxic-on", value)
+        self.record("toxic-on", value)
         return value
 
     def _stop(self) -> None:
@@ -91,4 +118,4 @@ class ToxicFault(FaultBase):
         value = {k: self.info.get(k) for k in ("toxic", "nodes", "stream")}
         if errors:
             value["errors"] = errors
-        self.ctx.record("toxic-off", value)
+        self.record("toxic-off", value)

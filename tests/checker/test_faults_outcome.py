@@ -30,7 +30,10 @@ def _check(tmp_path: Path, lines: list[dict[str, Any]], meta: dict[str, Any] | N
 
 
 def test_a_run_without_faults_asked_is_judged_as_before(tmp_path: Path) -> None:
-    for meta in (None, {}, _meta()):
+    other_tool = {"nemesis": {"faults": ["partition"]}}  # not ktrial's options: not read
+    older_ktrial = {"nemesis": {"faults": ["kill"], "schedule": "interval"}}
+    assert _check(tmp_path, CLEAN, older_ktrial)["valid"] == "unknown"
+    for meta in (None, {}, _meta(), other_tool):
         res = _check(tmp_path, CLEAN, meta)
         assert res["valid"] is True and "faults" not in res and "warnings" not in res
 

@@ -131,7 +131,9 @@ def test_faults_without_hooks_are_refused_before_anything_runs(
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 255, proc.stdout + proc.stderr
+    # refused as a usage error when the flags are read: no run directory, no cluster
+    assert proc.returncode == 254, proc.stdout + proc.stderr
+    assert not (tmp_path / "store").exists()
     out = proc.stdout + proc.stderr
     assert "kill: external cluster: add --hook kill='COMMAND' --hook start='COMMAND'" in out
     assert "partition: ktrial cannot reach an external cluster's network" in out
