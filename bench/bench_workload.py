@@ -176,7 +176,8 @@ def main() -> None:
     extra: dict[str, Any] = {k: int(v) for k, _, v in (o.partition("=") for o in a.opt)}
     if a.consumer_config:
         extra["consumer_config"] = dict(o.partition("=")[::2] for o in a.consumer_config)
-    with LocalCluster(nodes=3) as cluster:
+    cluster = LocalCluster(nodes=3)
+    with cluster:  # not `as`: OwnedCluster.__enter__ is typed as the base class
         if a.warmup > 0:
             run_queue(cluster, {"concurrency": 64}, a.warmup, out / "warmup.jsonl")
         for c in [int(x) for x in a.concurrency.split(",")]:

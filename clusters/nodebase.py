@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from . import netns
 from . import state as statemod
@@ -266,7 +266,7 @@ class OwnedCluster(AdminCluster[BN]):
 
     # ------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> OwnedCluster[BN]:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ktrial.checker import catalogue
@@ -76,6 +77,10 @@ def test_ranking_follows_the_rows_rank() -> None:
     exs = [{"delta": 1}, {"delta": 5}, {"delta": -3}]
     assert [e["delta"] for e in rank("poll-skip", exs)] == [5, 1, -3]
     assert [e["delta"] for e in rank("nonmonotonic-poll", exs)] == [-3, 1, 5]
-    cyc = [{"cycle": [1, 2, 3]}, {"cycle": [1, 2]}, {"cycle": [1, 2, 3, 4], "wr_only": True}]
+    cyc: list[dict[str, Any]] = [
+        {"cycle": [1, 2, 3]},
+        {"cycle": [1, 2]},
+        {"cycle": [1, 2, 3, 4], "wr_only": True},
+    ]
     assert [len(e["cycle"]) for e in rank("G1c", cyc)] == [4, 2, 3]
     assert rank("lost-write", exs) == exs

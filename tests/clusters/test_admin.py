@@ -42,6 +42,28 @@ class FakeNode:
         self.log.append("start")
         self.running = True
 
+    # the rest of the Node protocol: the admin code under test never calls it
+    pid: int | None = None
+    log_paths: Sequence[Path] = ()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def pause(self) -> None:
+        raise NotImplementedError
+
+    def resume(self) -> None:
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        raise NotImplementedError
+
+    def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
+        raise NotImplementedError
+
 
 class Partition:
     def __init__(self, pid: int, replicas: list[int], isrs: list[int], leader: int = 1) -> None:

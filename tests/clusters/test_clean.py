@@ -13,7 +13,8 @@ def test_clean_patterns_match_only_ktrial_names() -> None:
     assert not clean.LINK_RE.match("docker0")
     assert clean.CGROUP_RE.match("ktrial-a1b2c3-n2")
     assert not clean.CGROUP_RE.match("ktrialx-a1b2c3-n2")
-    assert clean.ENVIRON_RE.search(b"A=1\x00KTRIAL_RUN=a1b2c3\x00B=2").group(1) == b"a1b2c3"
+    m = clean.ENVIRON_RE.search(b"A=1\x00KTRIAL_RUN=a1b2c3\x00B=2")
+    assert m is not None and m.group(1) == b"a1b2c3"
     assert not clean.ENVIRON_RE.search(b"NOT_KTRIAL_RUN=a1b2c3")
 
 

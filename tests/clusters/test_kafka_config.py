@@ -89,7 +89,8 @@ def test_jvm_args_carry_the_run_marker_and_heap() -> None:
     assert "-Xmx384m" in args and "-Xms384m" in args
     assert "-Dktrial.run=abc123" in args and "-Dktrial.node=n2" in args
     assert "-Dlog4j2.configurationFile=/l/log4j2.xml" in args
-    assert clean.CMDLINE_RE.search(b"\x00".join(a.encode() for a in args)).group(1) == b"abc123"
+    m = clean.CMDLINE_RE.search(b"\x00".join(a.encode() for a in args))
+    assert m is not None and m.group(1) == b"abc123"
 
 
 def test_log4j2_config_writes_to_the_node_file() -> None:

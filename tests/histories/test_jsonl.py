@@ -75,7 +75,7 @@ def test_round_trip_and_normalisation(tmp_path: Path) -> None:
     }
     (op1, op2) = read_history(lines(tmp_path, json.dumps(GOOD) + "\n", json.dumps(poll) + "\n"))
     assert op1.value == [Send("1", 7, 3)]  # keys become strings
-    assert isinstance(op2.value[0], Poll)
+    assert isinstance(op2.value[0], Poll) and op2.value[0].records is not None
     assert [tuple(r) for r in op2.value[0].records["1"]] == [(3, 7), (4, 8)]
     assert op2.extra == {"poll_ms": 100}
     assert op_from_json(op2.to_json(), 0).to_json() == op2.to_json()

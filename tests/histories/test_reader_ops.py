@@ -66,7 +66,7 @@ def read_all(path: Path, **kw: Any) -> tuple[list[Any], list[warnings.WarningMes
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             flat = list(iter_flat(path, **kw))
-            assert [x if type(x) is Flat else flatten(x) if x.is_data else x for x in flat] == [
+            assert [x if isinstance(x, Flat) else flatten(x) if x.is_data else x for x in flat] == [
                 flatten(o) if o.is_data else o for o in ops
             ]
             with strict_only():

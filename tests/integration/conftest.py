@@ -51,7 +51,8 @@ def local_cluster() -> Iterator[LocalCluster]:
     reason = local_cluster_skip_reason()
     if reason:
         pytest.skip(reason)
-    with LocalCluster(nodes=3, profile="safe") as cluster:
+    cluster = LocalCluster(nodes=3, profile="safe")
+    with cluster:  # not `as`: OwnedCluster.__enter__ is typed as the base class
         yield cluster
 
 

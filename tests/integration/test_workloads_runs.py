@@ -40,6 +40,7 @@ def run(
 
     out = run_workload(cluster, wl, rd, seed, seconds, drain_timeout=60.0, until=reached)
     assert out.error is None, out.error
+    assert out.results is not None
     # What run_workload returned is what it wrote.
     assert load_json(rd.results)["valid"] == out.results["valid"]
     meta = load_json(rd.test_json)
@@ -57,7 +58,7 @@ def n(out: TrialOutcome, f: str, t: str) -> int:
 
 
 def explain(out: TrialOutcome) -> str:
-    return f"results={out.results.get('anomalies')} drain={out.drain} counts={out.counts}"
+    return f"results={(out.results or {}).get('anomalies')} drain={out.drain} counts={out.counts}"
 
 
 def assert_fully_drained(out: TrialOutcome) -> None:
@@ -92,7 +93,7 @@ def assert_fully_drained(out: TrialOutcome) -> None:
 def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
     opts = {"txn": False, "concurrency": 16, "crash_clients": 200}
     out = run(local_cluster, tmp_path, "queue", opts, 30, {"send:ok": 2000, "poll:ok": 1000})
-    assert out.results["valid"] is True, explain(out)
+    assert out.results is not None and out.results["valid"] is True, explain(out)
     assert n(out, "send", "ok") >= 800 and n(out, "poll", "ok") >= 800, out.counts
     assert n(out, "send", "ok") + n(out, "poll", "ok") >= 2000, out.counts  # thousands
     assert n(out, "crash", "info") >= 1, out.counts
@@ -102,7 +103,7 @@ def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> No
 def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
     opts = {"txn": True, "abort_p": 0.1, "concurrency": 16, "crash_clients": 150}
     out = run(local_cluster, tmp_path, "queue", opts, 30, {"txn:ok": 500, "txn:fail": 25})
-    assert out.results["valid"] is True, explain(out)
+    assert out.results is not None and out.results["valid"] is True, explain(out)
     assert n(out, "txn", "ok") >= 150, out.counts
     assert n(out, "txn", "fail") >= 5, out.counts  # deliberate aborts, recorded as fail
     assert n(out, "crash", "info") >= 1, out.counts
@@ -130,7 +131,7 @@ def test_queue_subscribe_run_is_valid(local_cluster: Any, tmp_path: Path) -> Non
         "n_keys": 8,
     }
     out = run(local_cluster, tmp_path, "queue", opts, 15, {"txn:ok": 200})
-    assert out.results["valid"] is True, explain(out)
+    assert out.results is not None and out.results["valid"] is True, explain(out)
     assert n(out, "subscribe", "ok") >= 4 and n(out, "txn", "ok") >= 40, out.counts
     assert_fully_drained(out)
 
@@ -138,7 +139,7 @@ def test_queue_subscribe_run_is_valid(local_cluster: Any, tmp_path: Path) -> Non
 def test_copy_run_is_exactly_once(local_cluster: Any, tmp_path: Path) -> None:
     opts = {"rate": 200, "copiers": 3, "crash_clients": 40, "abort_p": 0.05}
     out = run(local_cluster, tmp_path, "copy", opts, 25, {"send:ok": 2000, "txn:ok": 300})
-    assert out.results["valid"] is True, explain(out)
+    assert out.results is not None and out.results["valid"] is True, explain(out)
     assert not {"eos-duplicate", "eos-loss"} & set(out.results["anomalies"])
     assert n(out, "send", "ok") >= 500, out.counts
     assert n(out, "txn", "ok") >= 50 and n(out, "crash", "info") >= 1, out.counts

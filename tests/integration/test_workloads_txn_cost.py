@@ -32,6 +32,7 @@ def test_txn_cost_matrix_is_measured_and_valid(local_cluster: Any, tmp_path: Pat
     print("\n" + format_table(table["cells"]))
     print(json.dumps({"counts": out.counts, "drain_s": out.drain["seconds"]}))
 
+    assert out.results is not None
     assert out.results["valid"] is True, out.results.get("anomalies")
     assert out.drain["caught_up"], out.drain
     assert load_json(rd.test_json)["drain"]["txn_cost"] == table

@@ -44,7 +44,8 @@ def test_sample_skips_stopped_and_vanished_nodes() -> None:
 def test_sampler_records_node_stats_ops_until_closed(tmp_path: Path) -> None:
     writer = HistoryWriter(tmp_path / "h.jsonl")
     rec = Recorder(writer)
-    sampler = NodeStatsSampler([ProcNode("n1", os.getpid())], rec, interval_s=0.05).start()
+    nodes: list[Any] = [ProcNode("n1", os.getpid())]  # only what sample() reads of a Node
+    sampler = NodeStatsSampler(nodes, rec, interval_s=0.05).start()
     deadline = time.monotonic() + 5
     while sampler.samples < 3 and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -15,11 +15,12 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import click
 import pytest
 from click.testing import CliRunner
-from ktrial.clusters.base import Unsupported, node_fault_limits
+from ktrial.clusters.base import Cluster, Unsupported, node_fault_limits
 from ktrial.commands.nemesis_flags import (
     nemesis_options,
     options_from_kwargs,
@@ -95,6 +96,9 @@ class ProcNode:
 
 
 class ProcCluster:
+    """What the nemesis asks of a cluster (not all of the Cluster protocol: passed as
+    cast(Cluster, ...))."""
+
     kind = "local"
 
     def __init__(self, n: int = 3) -> None:
@@ -141,7 +145,7 @@ def all_up(cluster: ProcCluster) -> bool:
 def test_faults_are_recorded_and_heal_all_brings_everything_back(
     cluster: ProcCluster, recorder: Recorder, tmp_path: Path
 ) -> None:
-    nem = Nemesis(cluster, recorder, ["kill", "pause"], random.Random(1))
+    nem = Nemesis(cast(Cluster, cluster), recorder, ["kill", "pause"], random.Random(1))
     nem.start("kill", ["n1"])
     nem.start("pause", ["n2", "n3"])
     assert not cluster.node("n1").is_running()
@@ -158,7 +162,7 @@ def test_faults_are_recorded_and_heal_all_brings_everything_back(
 def test_a_closed_nemesis_heals_and_starts_nothing_more(
     cluster: ProcCluster, recorder: Recorder, tmp_path: Path
 ) -> None:
-    nem = Nemesis(cluster, recorder, ["pause"], random.Random(1))
+    nem = Nemesis(cast(Cluster, cluster), recorder, ["pause"], random.Random(1))
     nem.start("pause", ["n1"])
     nem.close()
     assert all_up(cluster)
@@ -170,7 +174,7 @@ def test_a_closed_nemesis_heals_and_starts_nothing_more(
 def test_namespace_and_cgroup_faults_refuse_a_cluster_without_them(
     cluster: ProcCluster, recorder: Recorder
 ) -> None:
-    nem = Nemesis(cluster, recorder, ["partition", "memory", "toxic", "kill"])
+    nem = Nemesis(cast(Cluster, cluster), recorder, ["partition", "memory", "toxic", "kill"])
     assert set(nem.unsupported()) == {"partition", "memory", "toxic"}
     with pytest.raises(Unsupported, match="no-netns"):
         nem.check_supported()
@@ -184,7 +188,7 @@ def test_namespace_and_cgroup_faults_refuse_a_cluster_without_them(
 def test_interval_schedule_alternates_faults_and_heals_at_the_end(
     cluster: ProcCluster, recorder: Recorder, tmp_path: Path
 ) -> None:
-    nem = Nemesis(cluster, recorder, ["kill", "pause"], random.Random(5), params=ONE)
+    nem = Nemesis(cast(Cluster, cluster), recorder, ["kill", "pause"], random.Random(5), params=ONE)
     stop = threading.Event()
     t = threading.Thread(target=IntervalSchedule(["kill", "pause"], 0.15).run, args=(nem, stop))
     t.start()
@@ -202,7 +206,13 @@ def test_interval_schedule_alternates_faults_and_heals_at_the_end(
 def test_the_seed_fixes_the_fault_sequence(cluster: ProcCluster, tmp_path: Path) -> None:
     def first_faults(seed: int, name: str) -> list[object]:
         w = HistoryWriter(tmp_path / name)
-        nem = Nemesis(cluster, Recorder(w), ["kill", "pause"], random.Random(seed), params=RANDOM)
+        nem = Nemesis(
+            cast(Cluster, cluster),
+            Recorder(w),
+            ["kill", "pause"],
+            random.Random(seed),
+            params=RANDOM,
+        )
         for _ in range(4):
             nem.stop(nem.start_random(nem.choice(nem.faults)))
         w.close()
@@ -219,7 +229,7 @@ def test_script_schedule_runs_entries_at_their_times(
         '[[entry]]\nat = 0\nfault = "kill"\ntargets = "n1"\nduration = 0.4\n\n'
         '[[entry]]\nat = 0.1\nfault = "pause"\ntargets = ["n2"]\nduration = 0.1\n'
     )
-    nem = Nemesis(cluster, recorder, [], random.Random(0))
+    nem = Nemesis(cast(Cluster, cluster), recorder, [], random.Random(0))
     ScriptSchedule(load_script(script)).run(nem, threading.Event())
     assert [f for f, _ in nemesis_ops(tmp_path)] == ["kill", "pause", "resume", "start"]
     assert all_up(cluster)
@@ -228,7 +238,7 @@ def test_script_schedule_runs_entries_at_their_times(
 def test_stable_periods_mix_faults_and_end_healed(
     cluster: ProcCluster, recorder: Recorder, tmp_path: Path
 ) -> None:
-    nem = Nemesis(cluster, recorder, ["kill", "pause"], random.Random(2), params=ONE)
+    nem = Nemesis(cast(Cluster, cluster), recorder, ["kill", "pause"], random.Random(2), params=ONE)
     stop = threading.Event()
     sched = StablePeriodSchedule(["kill", "pause"], period=0.2, quiet_p=0.0, max_mix=2)
     t = threading.Thread(target=sched.run, args=(nem, stop))
@@ -263,7 +273,7 @@ def test_cli_options() -> None:
     with pytest.raises(click.BadParameter, match="accepts"):
         parse_params_flag(["kill.probability=0.1"])
 
-    seen = {}
+    seen: dict[str, Any] = {}
 
     @click.command()
     @nemesis_options
@@ -316,7 +326,7 @@ def test_clean_kills_balloons_of_dead_runs_only() -> None:
 def test_rolling_restart_restarts_each_node_and_stops_early_when_told(
     cluster: ProcCluster, recorder: Recorder, tmp_path: Path
 ) -> None:
-    nem = Nemesis(cluster, recorder, ["restart"], random.Random(0))
+    nem = Nemesis(cast(Cluster, cluster), recorder, ["restart"], random.Random(0))
     before = [n.pid for n in cluster.nodes]
     fault = nem.start("restart", "all", settle=0, wait=0.1)
     nem.stop(fault)

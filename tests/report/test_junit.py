@@ -12,7 +12,8 @@ from ktrial.report.meanings import KNOWN_TYPES
 from ktrial.testing.sample import write_sample_run
 
 
-def cases(root: ET.Element) -> dict[str, ET.Element]:
+def cases(root: ET.Element | None) -> dict[str, ET.Element]:
+    assert root is not None  # ElementTree.getroot() is Optional to mypy
     return {c.get("name", ""): c for c in root.iter("testcase")}
 
 
@@ -45,6 +46,7 @@ def test_suite_time_and_timestamp(tmp_path: Path) -> None:
     test = {"wall_start": 1_795_000_000.5}
     results = {"valid": True, "stats": {"duration_s": 61.25, "check_time_s": 0.75}}
     root = build_junit(results, test, tmp_path / "r.html").getroot()
+    assert root is not None
     suite = root.find("testsuite")
     assert suite is not None
     assert suite.get("time") == "0.750" and suite.get("timestamp") == "2026-11-18T11:06:40"
@@ -190,6 +192,7 @@ def test_liveness_checks_pass_unless_judged_bad(tmp_path: Path) -> None:
 
 def test_liveness_bad_fails_one_liveness_case(tmp_path: Path) -> None:
     root = build_junit(_live_results(bad=True), {}, tmp_path / "r.html").getroot()
+    assert root is not None
     named = [c for c in root.iter("testcase") if c.get("name") == "stuck-partition"]
     assert len(named) == 1  # not repeated as an anomalies case
     fail = named[0].find("failure")

@@ -12,9 +12,10 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from ktrial.clusters.base import Cluster
 from ktrial.histories.jsonl import read_history
 from ktrial.histories.recorder import Recorder
 from ktrial.histories.store import RunDir, create_run, load_json
@@ -34,7 +35,8 @@ AFTER = [*BEFORE, "history_wall_start", "drain", "workload_results", "interrupte
 
 
 class FakeCluster:
-    """What the trial asks of a cluster, recorded."""
+    """What the trial asks of a cluster, recorded (not all of the Cluster protocol:
+    passed as cast(Cluster, ...))."""
 
     kind = "fake"
     bootstrap_servers = "fake:9092"
@@ -121,7 +123,9 @@ def test_run_workload_phases_test_json_and_outcome(tmp_path: Path) -> None:
     rd = create_run(tmp_path / "store", "fake")
     wl = FakeWorkload(rd)
     t0 = time.monotonic()
-    out = run_workload(cluster, wl, rd, 7, 30.0, until=lambda c: c[("poll", "ok")] >= 1)
+    out = run_workload(
+        cast(Cluster, cluster), wl, rd, 7, 30.0, until=lambda c: c[("poll", "ok")] >= 1
+    )
 
     assert time.monotonic() - t0 < 20  # `until` ended the 30 s main phase
     assert out.error is None and out.exit_code == 0 and out.interrupted is False
@@ -176,7 +180,9 @@ def test_ctrl_c_ends_the_main_phase_early_and_still_drains_briefly(tmp_path: Pat
     rd = create_run(tmp_path / "store", "fake")
     wl = FakeWorkload(rd)
     spec = _spec(tmp_path, heal_wait=5.0)
-    trial = Trial(spec, say=lambda _: None, cluster=FakeCluster(), workload=wl, run_dir=rd)
+    trial = Trial(
+        spec, say=lambda _: None, cluster=cast(Cluster, FakeCluster()), workload=wl, run_dir=rd
+    )
 
     def press_ctrl_c() -> None:
         trial.interrupts.handler(2, None)
@@ -194,8 +200,15 @@ def test_a_second_ctrl_c_skips_the_drain(tmp_path: Path) -> None:
     rd = create_run(tmp_path / "store", "fake")
     wl = FakeWorkload(rd)
     spec = _spec(tmp_path)
-    trial = Trial(spec, say=lambda _: None, cluster=FakeCluster(), workload=wl, run_dir=rd)
-    wl.on_ops = lambda: (trial.interrupts.handler(2, None), trial.interrupts.handler(2, None))
+    trial = Trial(
+        spec, say=lambda _: None, cluster=cast(Cluster, FakeCluster()), workload=wl, run_dir=rd
+    )
+
+    def press_ctrl_c_twice() -> None:
+        trial.interrupts.handler(2, None)
+        trial.interrupts.handler(2, None)
+
+    wl.on_ops = press_ctrl_c_twice
     out = trial.execute()
     assert out.interrupted is True and wl.events == ["setup", "run"]
     assert "drain" not in load_json(rd.test_json) and out.drain == {}
@@ -207,7 +220,7 @@ def test_a_failing_workload_is_a_harness_error_and_its_history_is_still_checked(
 ) -> None:
     rd = create_run(tmp_path / "store", "fake")
     wl = FakeWorkload(rd, fail=True)
-    out = run_workload(FakeCluster(), wl, rd, 7, 30.0)
+    out = run_workload(cast(Cluster, FakeCluster()), wl, rd, 7, 30.0)
     assert out.exit_code == 255 and out.error is not None
     assert "workload failed: RuntimeError('client exploded')" in out.error
     assert out.results is not None  # the one recorded send was checked
@@ -223,7 +236,7 @@ def test_a_given_cluster_cannot_take_toxic_faults(tmp_path: Path) -> None:
     rd = create_run(tmp_path / "store", "fake")
     spec = _spec(tmp_path, nemesis=NemesisOptions(faults=("toxic",)))
     out = Trial(
-        spec, say=lambda _: None, cluster=FakeCluster(), workload=FakeWorkload(rd)
+        spec, say=lambda _: None, cluster=cast(Cluster, FakeCluster()), workload=FakeWorkload(rd)
     ).execute()
     assert out.exit_code == 255 and out.error is not None and "toxic" in out.error
     assert out.results is None  # nothing was recorded

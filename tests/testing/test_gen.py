@@ -118,18 +118,18 @@ def test_generated_histories_obey_a_correct_log(p: GenParams) -> None:
             if d["type"] == "ok":
                 ok_read.add(v)
         if d["type"] == "ok":
-            for k, o, v in _sends(d):
-                assert v in where and (o is None or where[v] == (k, o))
+            for k, so, v in _sends(d):  # so: the send's offset, None if unknown
+                assert v in where and (so is None or where[v] == (k, so))
     assert ok_read == set(where), "the drain must read every committed value"
 
     # Each process's sends to a key land at increasing offsets.
     last_send: dict[tuple[Any, str], int] = {}
     for d in ops:
         if d["type"] in ("ok", "fail", "info"):
-            for k, o, _ in _sends(d):
-                if o is not None:
-                    assert o > last_send.get((d["process"], k), -1)
-                    last_send[(d["process"], k)] = o
+            for k, so, _ in _sends(d):
+                if so is not None:
+                    assert so > last_send.get((d["process"], k), -1)
+                    last_send[(d["process"], k)] = so
 
     # Assign mode: a consumer's successive ok reads of a key are consecutive in the log
     # (rewinds after fail/info ops make the next ok read continue where the last ok

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from ktrial.checker.window import judged_window
+from ktrial.histories.jsonl import HistoryWriter
 from ktrial.histories.model import Op
 from ktrial.histories.recorder import Recorder
 from ktrial.workloads.drain import drain
@@ -39,7 +40,10 @@ class Reader:
 
 def test_the_drain_says_when_it_started_in_history_time() -> None:
     sink = Sink()
-    rec = Recorder(sink, start_ns=time.monotonic_ns() - 30 * 1_000_000_000)  # run began 30 s ago
+    # the Recorder only appends: the Sink stands in for the history file
+    rec = Recorder(
+        cast(HistoryWriter, sink), start_ns=time.monotonic_ns() - 30 * 1_000_000_000
+    )  # run began 30 s ago
     res = drain(rec, lambda process: Reader(), {0: 3}, timeout_s=5.0)
     assert res["caught_up"] is True
     first = sink.ops[0]

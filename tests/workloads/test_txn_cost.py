@@ -113,11 +113,11 @@ def test_cli_values_reach_the_workload() -> None:
     assert wl.opts.message_bytes == 1024 and wl.opts.seconds_per_cell == 2.5
     # --concurrency maps to `copiers` off the queue workload: refused with a hint
     with pytest.raises(ValueError, match="producers="):
-        make_workload("txn-cost", workload_options("txn-cost", *[None] * 6, 8), 1)
+        make_workload("txn-cost", workload_options("txn-cost", concurrency=8), 1)
 
 
 def test_describe_is_a_transactional_assign_run_over_one_topic() -> None:
-    wl = TxnCostWorkload(TxnCostOptions(partitions=3, producers="2,4", run_id="abc"), 7)
+    wl = TxnCostWorkload(TxnCostOptions(partitions=3, producers=(2, 4), run_id="abc"), 7)
     wl.bootstrap = "b:9092"
     d = wl.describe()
     assert d["workload"] == "txn-cost"
@@ -145,7 +145,9 @@ def test_cells_run_producer_counts_outer_sizes_inner() -> None:
         Cell(16, 80),
     ]
     assert planned_seconds(TxnCostOptions()) == 12 * 10.0
-    assert planned_seconds(TxnCostOptions(sizes="5,20", producers="2,4", seconds_per_cell=3)) == 12
+    assert (
+        planned_seconds(TxnCostOptions(sizes=(5, 20), producers=(2, 4), seconds_per_cell=3)) == 12
+    )
 
 
 def test_txn_sends_spread_unique_values_over_partitions() -> None:
@@ -279,7 +281,7 @@ def fake_run(
 
 def test_a_run_walks_every_cell_and_records_each_txn(tmp_path: Path) -> None:
     opts = TxnCostOptions(
-        sizes="2,3", producers="1,2", seconds_per_cell=0.3, partitions=4, warmup_txns=1
+        sizes=(2, 3), producers=(1, 2), seconds_per_cell=0.3, partitions=4, warmup_txns=1
     )
     wl, ops, log = fake_run(tmp_path, opts)
     rows = wl.results()["cells"]
@@ -310,7 +312,7 @@ def test_a_run_walks_every_cell_and_records_each_txn(tmp_path: Path) -> None:
 
 
 def test_cells_after_stop_are_marked_not_run(tmp_path: Path) -> None:
-    opts = TxnCostOptions(sizes="2,3", producers="1,2", seconds_per_cell=5, warmup_txns=0)
+    opts = TxnCostOptions(sizes=(2, 3), producers=(1, 2), seconds_per_cell=5, warmup_txns=0)
     wl, _, _ = fake_run(tmp_path, opts, stop_after=20)
     rows = wl.results()["cells"]
     assert rows[0]["status"] == "cut short" and rows[0]["txns_ok"] >= 19

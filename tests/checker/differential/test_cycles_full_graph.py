@@ -959,7 +959,7 @@ def big_history(
         if o["outcome"] == "never" or rng.random() >= no_invoke_p:
             lines_t.append((o["t0"], 0, inv(o["p"], f, inv_mops)))
         if o["outcome"] != "never":
-            extra = {"error": "timeout"} if o["outcome"] == "info" else {}
+            extra: dict[str, Any] = {"error": "timeout"} if o["outcome"] == "info" else {}
             lines_t.append((o["t1"], 1, op(o["p"], o["outcome"], f, comp_mops, **extra)))
     lines_t.sort(key=lambda x: (x[0], x[1]))
     lines = [ln for _t, _k, ln in lines_t]
