@@ -45,6 +45,7 @@ from .base import Unsupported
 from .docker_image import ensure_image
 from .local import NETNS_PORTS
 from .nodebase import BrokerNode, NodeStateError, OwnedCluster
+from .procs import process_state, wait_stopped
 from .system import NodePaths
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ class DockerNode(BrokerNode):
         self.container_name = container_name(cluster.run_id, index)
         self.container_id: str | None = None
         self._cgroup: Path | None = None
+        self._sigstopped = False  # paused with SIGSTOP (the engine could not freeze it)
 
     def __repr__(self) -> str:
         return f"<DockerNode {self.name} {self.container_name} {self.host}>"
@@ -172,7 +174,11 @@ class DockerNode(BrokerNode):
         return bool(self._state().get("Paused"))
 
     def is_frozen(self) -> bool:
-        """docker pause returns once the freezer reports FROZEN (threads then show D, not T)."""
+        """docker pause returns once the freezer reports FROZEN (threads then show D, not
+        T); a SIGSTOP pause (engines that cannot freeze) is frozen once the broker shows T."""
+        if self._sigstopped:
+            pid = self.pid
+            return pid is not None and process_state(pid) == "T"
         return self.paused
 
     @property
@@ -241,7 +247,7 @@ class DockerNode(BrokerNode):
     def stop(self, timeout: float = 30.0) -> None:
         if not self.is_running():
             return
-        if self.paused:
+        if self.paused or self._sigstopped:
             self.resume()
         self.cluster.client.api.stop(self.container_id, timeout=int(timeout))
         self._wait_stopped(10)
@@ -256,13 +262,29 @@ class DockerNode(BrokerNode):
             with contextlib.suppress(Exception):
                 self.cluster.client.api.unpause(self.container_id)
         self._wait_stopped(30)
-        self._paused = False
+        self._paused = self._sigstopped = False
         self.cluster.save_state()
 
     def pause(self) -> None:
+        """`docker pause` (the cgroup freezer); where the engine cannot freeze a container
+        (seen with cgroup v1: "OCI runtime pause failed: unable to freeze"), SIGSTOP to the
+        broker, which is the container's PID 1 (start.sh execs it), as the local backend
+        pauses, and wait until the kernel reports it stopped."""
         if not self.is_running():
             raise NodeStateError(f"{self.name} is not running")
-        self.cluster.client.api.pause(self.container_id)
+        from docker.errors import APIError  # the Docker SDK, imported where it is used
+
+        api = self.cluster.client.api
+        try:
+            api.pause(self.container_id)
+            self._sigstopped = False
+        except APIError as e:
+            log.info("%s: docker pause failed (%s); pausing with SIGSTOP", self.name, e)
+            api.kill(self.container_id, signal="SIGSTOP")
+            self._sigstopped = True
+            pid = self.pid
+            if pid is not None:
+                wait_stopped(pid, 5.0)
         self._paused = True
 
     def resume(self) -> None:
@@ -270,6 +292,9 @@ class DockerNode(BrokerNode):
             raise NodeStateError(f"{self.name} is not running")
         if self.paused:
             self.cluster.client.api.unpause(self.container_id)
+        if self._sigstopped:
+            self.cluster.client.api.kill(self.container_id, signal="SIGCONT")
+            self._sigstopped = False
         self._paused = False
 
     def exec(self, cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
