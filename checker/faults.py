@@ -22,19 +22,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..histories.model import Op
+from ..histories.model import FAULT_START_F, Op
 
-# The op that begins an activation of each ktrial fault family.
-START_F: dict[str, str] = {
-    "start-partition": "partition",
-    "start-loss": "loss",
-    "kill": "kill",
-    "stop": "stop",
-    "pause": "pause",
-    "start-rolling-restart": "restart",
-    "memory-squeeze": "memory",
-    "toxic-on": "toxic",
-}
+START_F = FAULT_START_F  # the op that begins each fault family
 MAX_ERRORS = 20  # errors kept in results.json (the count is always exact)
 
 

@@ -24,6 +24,18 @@ from typing import Any, NamedTuple
 OP_TYPES = ("invoke", "ok", "fail", "info")
 DATA_FS = ("send", "poll", "txn")
 NEMESIS = "nemesis"
+# The nemesis op that begins an activation of each of ktrial's fault families (the
+# checker counts injected faults by it; `ktrial faults export` replays from it).
+FAULT_START_F: dict[str, str] = {
+    "start-partition": "partition",
+    "start-loss": "loss",
+    "kill": "kill",
+    "stop": "stop",
+    "pause": "pause",
+    "start-rolling-restart": "restart",
+    "memory-squeeze": "memory",
+    "toxic-on": "toxic",
+}
 # Every f a client op may have: the data ops, the consumer ops, a client's crash, and
 # Jepsen's debug-topic-partitions (read and ignored). Any other f of a client op is
 # refused by the readers (or skipped and counted, when asked to), never silently dropped.

@@ -27,19 +27,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..histories.model import Op
+from ..histories.model import FAULT_START_F, Op
 from .schedule import ScriptEntry
 
-START_F: dict[str, str] = {
-    "start-partition": "partition",
-    "start-loss": "loss",
-    "kill": "kill",
-    "stop": "stop",
-    "pause": "pause",
-    "start-rolling-restart": "restart",
-    "memory-squeeze": "memory",
-    "toxic-on": "toxic",
-}
+START_F = FAULT_START_F  # the op that begins each fault family
 END_F: dict[str, tuple[str, ...]] = {
     "stop-partition": ("partition",),
     "stop-loss": ("loss",),
