@@ -910,7 +910,8 @@ def _starvation_summary(starv: dict[str, Any], window_s: float) -> str:
             f"no window of {window_s:g} s was judged (each needs enough values offered and "
             "its end, plus the lag allowance, before the last acknowledgement)"
         )
+    windows = "window" if judged == 1 else "windows"
     return (
-        f"{judged} windows of {window_s:g} s judged, lowest consumed/offered "
+        f"{judged} {windows} of {window_s:g} s judged, lowest consumed/offered "
         f"{starv['min_ratio']} (lag allowance {starv['lag_allowance_s']:g} s)"
     )

@@ -46,7 +46,8 @@ def liveness_detail(name: str, live: dict[str, Any]) -> str | None:
                 "acknowledged and must end before the last acknowledgement)"
             )
         return (
-            f"{n} windows of {st.get('window_s', 10):g} s judged; lowest share read in time "
+            f"{n} window{'' if n == 1 else 's'} of {st.get('window_s', 10):g} s judged; "
+            "lowest share read in time "
             f"{100 * low:.1f}% (lag allowance {st.get('lag_allowance_s', 0):g} s)"
         )
     if name == "stuck-partition":
