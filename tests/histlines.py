@@ -236,3 +236,17 @@ class Timeline:
         if meta is not None:
             (d / "test.json").write_text(json.dumps(meta))
         return d
+
+
+def warming_up_consumer() -> Timeline:
+    """40 s of one producer sending a value a second to key 0 and a consumer that starts
+    reading only at 12 s (a warm-up), then trails by one value (0.3 s stale): the start
+    of the histories that test the judged liveness window (warm-up and drain left out)."""
+    tl = Timeline()
+    tl.pair(1, 0.0, 0.01, "assign", [0], [0])
+    for i in range(40):
+        tl.send(0, i + 0.1, i + 0.2, "0", i, i)
+    tl.poll(1, 12.0, 12.05, {"0": [[o, o] for o in range(11)]})
+    for i in range(12, 41):
+        tl.poll(1, i + 0.5, i + 0.55, {"0": [[i - 1, i - 1]]})
+    return tl

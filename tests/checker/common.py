@@ -43,8 +43,19 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return (code if isinstance(code, int) else 0), out.out, out.err
 
 
+def assert_refused(path: Path, line: int, reason: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """`ktrial check PATH` refuses the history: exit 254, `PATH:LINE: ` and the reason on
+    stderr, no traceback. Returns stderr."""
+    rc, _out, err = run_main(["check", str(path)], capsys)
+    assert rc == 254, err
+    assert f"{path}:{line}: " in err, err
+    assert reason in err, err
+    assert "Traceback" not in err, err
+    return err
+
+
 def usage_error(rc: int, out: str, err: str) -> bool:
-    """254, nothing on stdout, an `Error:` line on stderr, no traceback."""
+    """254, nothing on stdout, an `Error:` line on stderr, no traceback. Returns stderr."""
     return rc == 254 and out == "" and "Error:" in err and "Traceback" not in err
 
 

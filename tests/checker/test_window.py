@@ -18,7 +18,7 @@ from ktrial.checker.window import (
     judged_window,
     warmup_s,
 )
-from ktrial.tests.histlines import Timeline
+from ktrial.tests.histlines import Timeline, warming_up_consumer
 
 KTRIAL = {"ktrial_version": "0.1.0"}
 
@@ -111,13 +111,7 @@ def _run(drain_at: float = 45.0, fault_at: float | None = None) -> Timeline:
     """A producer sending one value a second; a consumer that starts reading only at 12 s
     (warm-up), then trails by one value (0.3 s stale); a drain re-reading everything from
     offset 0 at `drain_at`, ten records a poll (about 35 s stale after its first)."""
-    tl = Timeline()
-    tl.pair(1, 0.0, 0.01, "assign", [0], [0])
-    for i in range(40):
-        tl.send(0, i + 0.1, i + 0.2, "0", i, i)
-    tl.poll(1, 12.0, 12.05, {"0": [[o, o] for o in range(11)]})
-    for i in range(12, 41):
-        tl.poll(1, i + 0.5, i + 0.55, {"0": [[i - 1, i - 1]]})
+    tl = warming_up_consumer()
     if fault_at is not None:
         tl.nem(fault_at, "kill", {"nodes": ["n2"]})
         tl.nem(fault_at + 1, "start", {"nodes": ["n2"]})

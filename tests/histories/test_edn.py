@@ -35,7 +35,7 @@ from ktrial.histories.edn import (
 from ktrial.histories.jsonl import HistoryError, iter_history, op_from_json
 from ktrial.histories.model import Op, Poll, Send
 from ktrial.testing.gen import GenParams, generate, to_jsonl
-from ktrial.tests.checker.common import run_main
+from ktrial.tests.checker.common import assert_refused, run_main
 from ktrial.tests.histlines import Line
 from ktrial.tests.histories.common import core, corpus, dump_lines
 
@@ -519,8 +519,4 @@ def test_malformed_edn_exit_254_names_file_line_reason(
 ) -> None:
     h = tmp_path / "history.edn"
     h.write_text(text)
-    rc, _out, err = run_main(["check", str(h)], capsys)
-    assert rc == 254, err
-    assert f"{h}:{line}:" in err
-    assert reason in err
-    assert "Traceback" not in err
+    assert_refused(h, line, reason, capsys)

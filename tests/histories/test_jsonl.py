@@ -29,7 +29,7 @@ from ktrial.histories import (
     read_history,
 )
 from ktrial.histories.jsonl import iter_flat, op_from_json
-from ktrial.tests.checker.common import run_main
+from ktrial.tests.checker.common import assert_refused, run_main
 from ktrial.tests.histories.common import (
     GOOD_TEXT,
     P1,
@@ -274,11 +274,7 @@ def test_malformed_jsonl_exit_254_names_file_line_reason(
 ) -> None:
     h = tmp_path / "history.jsonl"
     h.write_bytes(content)
-    rc, _out, err = run_main(["check", str(h)], capsys)
-    assert rc == 254, err
-    assert f"{h}:{line}: " in err
-    assert reason in err
-    assert "Traceback" not in err
+    err = assert_refused(h, line, reason, capsys)
     with strict_only(), pytest.raises(HistoryError) as e:  # the same message without msgspec
         list(iter_flat(h))
     assert str(e.value) in err

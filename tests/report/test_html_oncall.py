@@ -32,7 +32,7 @@ from ktrial.report.html import (
     split_explanation,
 )
 from ktrial.report.scan import HistoryScan
-from ktrial.tests.histlines import Timeline
+from ktrial.tests.histlines import Timeline, warming_up_consumer
 
 SECRET = "hunter2-not-for-reports"
 
@@ -78,13 +78,7 @@ def real_meta() -> dict[str, Any]:
 def real_history() -> Timeline:
     """Two clients for 40 s, a kill of n2 from 15 s to 20 s, one op timing out, then the
     drain re-reading from offset 0 (stale by ~35 s)."""
-    tl = Timeline()
-    tl.pair(1, 0.0, 0.01, "assign", [0], [0])
-    for i in range(40):
-        tl.send(0, i + 0.1, i + 0.2, "0", i, i)
-    tl.poll(1, 12.0, 12.05, {"0": [[o, o] for o in range(11)]})
-    for i in range(12, 41):
-        tl.poll(1, i + 0.5, i + 0.55, {"0": [[i - 1, i - 1]]})
+    tl = warming_up_consumer()
     tl.pair(
         3, 16.0, 26.0, "send", [["send", "0", 999]], [["send", "0", 999]], "info",
         error={"name": "_TIMED_OUT", "code": -185, "message": "Local: Timed out"},
