@@ -55,7 +55,7 @@ def assert_refused(path: Path, line: int, reason: str, capsys: pytest.CaptureFix
 
 
 def usage_error(rc: int, out: str, err: str) -> bool:
-    """254, nothing on stdout, an `Error:` line on stderr, no traceback. Returns stderr."""
+    """254, nothing on stdout, an `Error:` line on stderr, no traceback."""
     return rc == 254 and out == "" and "Error:" in err and "Traceback" not in err
 
 
