@@ -9,7 +9,8 @@ ExitStack, so errors and Ctrl-C unwind everything by construction:
    the first op) and the history is opened;
 3. ``start_faults``   - the nemesis and the node-stats sampler;
 4. ``main_phase``     - the workload (and the fault schedule) for ``time_limit`` s, or
-   until Ctrl-C or the caller's ``until`` says it is enough; faults healed at its end;
+   until Ctrl-C, the caller's ``until``, or (``stop_on_anomaly``) the first anomaly the
+   running safety check finds (watch.py); faults healed at its end;
 5. ``heal_and_drain`` - a quiet wait after the heal, then every key read back;
 6. ``finish``         - test.json completed (drain, workload results, end time);
 
@@ -41,6 +42,7 @@ from .clusters.base import Cluster, Unsupported
 from .histories import HistoryWriter, Recorder
 from .histories.store import RunDir, create_run, write_json
 from .histories.testmeta import TestMeta
+from .watch import ChildCheck, Watcher, stopped_early_note
 
 if TYPE_CHECKING:
     from .nemesis import ClientProxies, Nemesis, NemesisOptions
@@ -65,6 +67,7 @@ class TrialSpec:
     nodes: int = 3
     profile: str = "safe"
     kafka_version: str | None = None
+    transaction_version: int | None = None  # transaction.version feature at format (4.0+)
     broker_config: dict[str, str] = field(default_factory=dict)
     heap_mb: int = 512
     netns: bool | None = None
@@ -80,6 +83,9 @@ class TrialSpec:
     hooks: dict[str, str] = field(default_factory=dict)
     keep_topics: bool = False
     live: bool = True
+    # safety checks of the history while the main phase runs (watch.py); 0: only the final one
+    check_every: float = 60.0
+    stop_on_anomaly: bool = False  # end the main phase at the first anomaly a running check finds
     # How the run was asked for (test.json "argv" and "cli_options"; `ktrial run --from`)
     argv: tuple[str, ...] = ()
     cli_options: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +160,7 @@ class Trial:
         self._given_cluster = cluster
         self._given_workload = workload
         self._until = until
+        self._watcher: Watcher | None = None
 
     def execute(self) -> TrialOutcome:
         spec = self.spec
@@ -326,7 +333,8 @@ class Trial:
                 failure.append(e)
 
         worker = threading.Thread(target=drive, name="ktrial-workload", daemon=True)
-        with self._live_view(recorder):
+        watcher = self._start_watcher(stack, recorder)
+        with self._live_view(recorder, watcher):
             worker.start()
             sched = None
             if nem_opts.faults or nem_opts.schedule == "script":
@@ -338,6 +346,9 @@ class Trial:
                 sched = ScheduleThread(schedule, nem).start()
                 stack.callback(sched.close)
             self.interrupted = self._wait_main_phase(worker, recorder)
+            if watcher is not None:
+                watcher.close()
+                self._end_watch(watcher, recorder)
             stop.set()
             if sched is not None:
                 sched.close()
@@ -394,7 +405,38 @@ class Trial:
                 return True
             if self._until is not None and self._until(recorder.snapshot()[1]):
                 break
+            if self._watcher is not None and self._watcher.stop_requested.is_set():
+                break
         return False
+
+    def _start_watcher(self, stack: contextlib.ExitStack, recorder: Recorder) -> Watcher | None:
+        """The running safety check (watch.py), when asked for; closed by `stack` too."""
+        if self.spec.check_every <= 0:
+            return None
+        assert self.run_dir is not None
+        child = ChildCheck(self.run_dir.history, self.run_dir.test_json)
+        watcher = Watcher(
+            child,
+            self.spec.check_every,
+            stop_on_anomaly=self.spec.stop_on_anomaly,
+            say=self.say,
+            journal=self.run_dir.path / "watch.jsonl",
+            clock=lambda: recorder.now() / 1e9,
+            cancel=child.cancel,
+        )
+        self._watcher = watcher
+        stack.callback(watcher.close)
+        return watcher.start()
+
+    def _end_watch(self, watcher: Watcher, recorder: Recorder) -> None:
+        """test.json's ``watch`` section; ``stopped_early`` when the watcher ended the run."""
+        section = watcher.summary()
+        if watcher.stop_requested.is_set() and not self.interrupted:
+            section["stopped_early"] = {
+                "at_s": round(recorder.now() / 1e9, 3),
+                "types": sorted(watcher.found),
+            }
+        self.meta.watch = section
 
     def _make_cluster(self, nem_opts: NemesisOptions) -> Cluster:
         spec = self.spec
@@ -418,7 +460,12 @@ class Trial:
                 broker_config=spec.broker_config,
                 heap_mb=spec.heap_mb,
                 progress=self.say,
+                transaction_version=spec.transaction_version,
             )
+        if spec.cluster == "kfake":
+            from .clusters.kfake import KfakeCluster
+
+            return KfakeCluster(nodes=spec.nodes, broker_config=spec.broker_config)
         if spec.cluster != "local":
             raise ValueError(f"cluster backend {spec.cluster!r} is not available; use local")
         from .clusters.local import LocalCluster
@@ -429,12 +476,15 @@ class Trial:
             kafka_version=spec.kafka_version,
             broker_config=spec.broker_config,
             heap_mb=spec.heap_mb,
+            transaction_version=spec.transaction_version,
             use_netns=spec.netns,
             work_root=None,
             save_data_to=self.run_dir.path / "data" if spec.keep_data and self.run_dir else None,
         )
 
-    def _live_view(self, recorder: Recorder) -> contextlib.AbstractContextManager[Any]:
+    def _live_view(
+        self, recorder: Recorder, watcher: Watcher | None = None
+    ) -> contextlib.AbstractContextManager[Any]:
         if not self.spec.live:
             return contextlib.nullcontext()
         from .report.live import LiveView
@@ -446,6 +496,7 @@ class Trial:
             self.spec.time_limit,
             unseen_fn=UnseenCounter(self.run_dir.history),
             title=f"ktrial {self.spec.name}",
+            watch_fn=watcher.status if watcher is not None else None,
         )
 
     def _collect_logs(self, cluster: Cluster, run_dir: RunDir) -> None:
@@ -462,6 +513,7 @@ class Trial:
         meta = TestMeta.read(run_dir.test_json)  # what was written is what is checked
         self.say("checking the history...")
         results = check_file(run_dir.history, options_from_test_json(meta), meta.to_json())
+        note_watch(results, meta)
         write_json(run_dir.results, results)
         from .report.html import render_report
         from .report.index import refresh_index
@@ -482,6 +534,27 @@ class Trial:
         return h
 
 
+def note_watch(results: dict[str, Any], meta: TestMeta) -> None:
+    """Tell the final results what the running check did: a run it stopped early (the
+    report's first warning, and ``stopped_early``), and any anomaly it found that the
+    final check does not confirm (which would be a ktrial bug: the final check rules)."""
+    watch = meta.watch or {}
+    note = stopped_early_note(watch, meta.time_limit)
+    warned: list[str] = []
+    if note is not None:
+        results["stopped_early"] = watch["stopped_early"]
+        warned.append(note)
+    found = watch.get("found")
+    unconfirmed = sorted(set(found) - set(results.get("bad_error_types") or ())) if found else []
+    if unconfirmed:
+        warned.append(
+            f"the running check found {', '.join(unconfirmed)}, which the final check does "
+            "not confirm; the final check decides the verdict (please report this)"
+        )
+    if warned:
+        results["warnings"] = [*warned, *results.get("warnings", [])]
+
+
 def run_workload(
     cluster: Cluster,
     workload: Workload,
@@ -493,7 +566,7 @@ def run_workload(
 ) -> TrialOutcome:
     """A run without faults on a cluster the caller started and keeps: the same phases as
     `ktrial run` (setup, main phase, drain, check, report) with no quiet wait before the
-    drain and no live view."""
+    drain, no live view and no running safety check."""
     spec = TrialSpec(
         name=run_dir.path.parent.name,
         seed=seed,
@@ -502,6 +575,7 @@ def run_workload(
         heal_wait=0.0,
         drain_timeout=drain_timeout,
         live=False,
+        check_every=0.0,
     )
     return Trial(
         spec, say=lambda _: None, cluster=cluster, workload=workload, run_dir=run_dir, until=until

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import sys
 import tomllib
@@ -13,6 +14,14 @@ import click
 
 from ..checker.faults import summary as faults_summary
 from ..clusters.external import parse_hooks
+from ..clusters.install import DEFAULT_KAFKA_VERSION
+from ..clusters.kafka_versions import (
+    UnsupportedVersion,
+    check_supported,
+    check_transaction_version,
+    line_of,
+    supported_text,
+)
 from ..histories.redact import MASK, redact
 from ..histories.testmeta import TestMeta
 from ..nemesis.options import NemesisOptions
@@ -24,6 +33,7 @@ from ..trial import (
     fault_plan_lines,
     planned_node_names,
 )
+from ..watch import DEFAULT_EVERY_S, MAX_SHARE
 from ..workloads.options import workload_options
 from .nemesis_flags import nemesis_options, options_from_kwargs, validate_flags
 
@@ -179,12 +189,13 @@ def _parse_value(v: str) -> Any:
 @click.option(
     "--cluster",
     "cluster_kind",
-    type=click.Choice(["local", "docker", "external"]),
+    type=click.Choice(["local", "docker", "external", "kfake"]),
     default="local",
     show_default=True,
     help="Where brokers run: local (embedded, started by ktrial), docker (the same nodes as "
-    "containers of a locally built image) or external (an existing cluster at --bootstrap; "
-    "process faults through --hook commands).",
+    "containers of a locally built image), external (an existing cluster at --bootstrap; "
+    "process faults through --hook commands) or kfake (franz-go's in-memory Kafka, one "
+    "process for every node, with the control fault family).",
 )
 @click.option(
     "--bootstrap",
@@ -214,7 +225,20 @@ def _parse_value(v: str) -> Any:
     show_default=True,
     help="Broker configuration profile.",
 )
-@click.option("--kafka-version", default=None, help="Apache Kafka version (Maven Central).")
+@click.option(
+    "--kafka-version",
+    default=None,
+    help=f"Apache Kafka version, fetched from Maven Central on first use; supported: "
+    f"{supported_text()}. [default: {DEFAULT_KAFKA_VERSION}]",
+)
+@click.option(
+    "--transaction-version",
+    type=click.Choice(["1", "2"]),
+    default=None,
+    help="Kafka 4.0+: the transaction protocol the brokers are formatted with "
+    "(transaction.version feature): 1 = classic transactions, as most clusters run; "
+    "2 = KIP-890 transactions v2. [default: the version's own, 2 on 4.x]",
+)
 @click.option(
     "--broker-config",
     multiple=True,
@@ -263,6 +287,13 @@ def _parse_value(v: str) -> Any:
 @click.option("--rate", type=float, default=None, help="Target ops/s (0: unlimited).")
 @click.option("--concurrency", type=int, default=None, help="Client processes at once.")
 @click.option(
+    "--driver",
+    type=click.Choice(["confluent", "franz"]),
+    default=None,
+    help="Kafka client: confluent (librdkafka) or franz (franz-go worker, queue only;"
+    " docs/drivers.md). [default: confluent]",
+)
+@click.option(
     "--producer-config",
     multiple=True,
     metavar="KEY=VALUE",
@@ -303,6 +334,25 @@ def _parse_value(v: str) -> Any:
     show_default=True,
     help="Longest the drain may take.",
 )
+@click.option(
+    "--check-every",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_EVERY_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="While the run goes, check the history so far for safety anomalies every SECONDS "
+    "(niced, in a child process; the interval grows so that checking takes at most "
+    f"{MAX_SHARE:.0%} of the time) and show each one at once. Only anomalies a partial "
+    "history decides are watched (duplicates, inconsistent offsets, aborted reads, "
+    "order, G1c cycles; not lost or unseen writes). 0: only the final check.",
+)
+@click.option(
+    "--stop-on-anomaly",
+    is_flag=True,
+    help="End the main phase at the first anomaly a running check finds: faults are "
+    "healed, every key drained and the history checked as usual (the final check gives "
+    "the verdict), so a long soak that breaks early does not run on.",
+)
 @click.option("--no-live", is_flag=True, help="No live progress view.")
 @click.option(
     "--dry-run",
@@ -324,6 +374,7 @@ def run(**kw: Any) -> None:
       ktrial run --workload copy --nemesis kill --seed 7
       ktrial run --profile unsafe --no-idempotence --acks 1 --nemesis kill,partition
       ktrial run --config soak.toml --time-limit 3600
+      ktrial run --time-limit 43200 --check-every 120 --stop-on-anomaly
       ktrial run --nemesis partition,kill --dry-run
       ktrial run --from store/queue/latest --time-limit 120
     """
@@ -345,6 +396,7 @@ def run(**kw: Any) -> None:
                 kw["crash_clients"],
                 kw["rate"],
                 kw["concurrency"],
+                kw["driver"],
             )
         )
     except ValueError as e:
@@ -367,6 +419,8 @@ def run(**kw: Any) -> None:
         raise click.UsageError("--keep-data needs --cluster local")
     if kw["cluster_kind"] != "external" and (kw["bootstrap"] or hooks or kw["keep_topics"]):
         raise click.UsageError("--bootstrap, --hook and --keep-topics need --cluster external")
+    if kw["stop_on_anomaly"] and kw["check_every"] <= 0:
+        raise click.UsageError("--stop-on-anomaly needs running checks: --check-every > 0")
     spec = TrialSpec(
         name=kw["name"] or workload,
         store=kw["store"],
@@ -376,6 +430,7 @@ def run(**kw: Any) -> None:
         nodes=kw["nodes"],
         profile=kw["profile"],
         kafka_version=kw["kafka_version"],
+        transaction_version=_transaction_version(kw),
         broker_config=parse_overrides(kw["broker_config"], "--broker-config"),
         heap_mb=kw["heap_mb"],
         netns=False if kw["no_netns"] else None,
@@ -390,6 +445,8 @@ def run(**kw: Any) -> None:
         hooks=hooks,
         keep_topics=kw["keep_topics"],
         live=not kw["no_live"],
+        check_every=kw["check_every"],
+        stop_on_anomaly=kw["stop_on_anomaly"],
         argv=tuple(_argv()),
         cli_options={k: v for k, v in resolved.items() if k not in NOT_REPEATED},
     )
@@ -410,6 +467,33 @@ def run(**kw: Any) -> None:
     outcome = Trial(spec, say=lambda m: click.echo(f"[ktrial] {m}", err=True)).execute()
     _summary(outcome)
     sys.exit(outcome.exit_code)
+
+
+def _transaction_version(kw: dict[str, Any]) -> int | None:
+    """--transaction-version, refused (usage error) on a Kafka that cannot take it, on an
+    external cluster, and --kafka-version refused when it is not a supported one."""
+    wanted = None if kw["transaction_version"] is None else int(kw["transaction_version"])
+    if kw["cluster_kind"] not in ("local", "docker"):
+        if wanted is not None:
+            raise click.UsageError(
+                "--transaction-version formats the Apache Kafka brokers ktrial starts "
+                "(--cluster local or docker); an external cluster runs whatever its owner "
+                "formatted it with"
+            )
+        return None
+    version = kw["kafka_version"]
+    try:
+        if version is not None:
+            row = check_supported(version)
+        elif wanted is not None and not os.environ.get("KAFKA_HOME"):
+            version, row = DEFAULT_KAFKA_VERSION, check_supported(DEFAULT_KAFKA_VERSION)
+        else:
+            return wanted  # KAFKA_HOME's version is known once installed (checked there)
+        check_transaction_version(row, version, wanted)
+    except UnsupportedVersion as e:
+        hint = "--kafka-version" if line_of(version) is None else "--transaction-version"
+        raise click.BadParameter(str(e), param_hint=hint) from None
+    return wanted
 
 
 def _argv() -> list[str]:
@@ -435,10 +519,18 @@ def check_faults_fit(spec: TrialSpec, nem: NemesisOptions) -> None:
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--hook") from None
         refused = {f: why for f, why in limits.items() if f in families}
+    elif spec.cluster == "kfake":
+        from ..clusters.kfake import LIMITS
+
+        refused = {f: why for f, why in LIMITS.items() if f in families}
     elif spec.netns is False:
         from ..clusters.base import SHARED_ADDRESS
 
         refused = {f: SHARED_ADDRESS for f in ("partition", "loss") if f in families}
+    if "control" in families and spec.cluster != "kfake":
+        from ..nemesis.control import NO_CONTROL
+
+        refused["control"] = NO_CONTROL
     if refused:
         raise click.BadParameter(
             "; ".join(f"{f}: {why}" for f, why in refused.items()), param_hint="--nemesis"
@@ -453,6 +545,8 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
         cluster = f"external at {spec.bootstrap} (nodes discovered when it starts)"
         hooks = ", ".join(sorted(spec.hooks)) or "none"
         cluster += f"; hooks: {hooks}"
+    elif spec.cluster == "kfake":
+        cluster = f"kfake (franz-go), {spec.nodes} nodes ({', '.join(names or [])}) in one process"
     else:
         from ..clusters.install import DEFAULT_KAFKA_VERSION
 
@@ -461,6 +555,8 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
             f"{spec.profile} profile, Kafka {spec.kafka_version or DEFAULT_KAFKA_VERSION}, "
             f"heap {spec.heap_mb} MB"
         )
+        if spec.transaction_version is not None:
+            cluster += f", transaction.version={spec.transaction_version}"
         if spec.broker_config:
             cluster += f", broker config {redact(spec.broker_config)}"
         if spec.netns is False:

@@ -58,6 +58,9 @@ class TestMeta:
     history_wall_start: float | None = None  # epoch seconds of history time 0
     drain: dict[str, Any] | None = None  # what the workload's drain() returned
     workload_results: dict[str, Any] | None = None  # a measuring workload's table
+    # the safety checks while the run went (ktrial/watch.py): settings, checks, findings,
+    # and ``stopped_early`` when --stop-on-anomaly ended the main phase
+    watch: dict[str, Any] | None = None
     interrupted: bool | None = None
     wall_end: float | None = None  # epoch seconds when the run's phases ended
     other: dict[str, Any] = field(default_factory=dict)  # every key not named above
@@ -159,7 +162,7 @@ class TestMeta:
 
 
 _NUMBERS = ("time_limit", "wall_start", "history_wall_start", "wall_end")
-_DICTS = ("cluster", "nemesis", "run", "drain", "workload_results", "cli_options")
+_DICTS = ("cluster", "nemesis", "run", "drain", "workload_results", "cli_options", "watch")
 
 
 def _fits(name: str, value: Any) -> bool:

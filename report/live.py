@@ -4,9 +4,11 @@
 a run. A background thread reads `Recorder.snapshot()` (a copy taken under the
 recorder's lock, so workers are never blocked for long) and shows elapsed and
 remaining time, completions per second by f, ok/fail/info counts, the active
-faults and, when `unseen_fn` is given, how many acknowledged values no consumer
-has read yet. On a terminal this is a rich Live panel; otherwise (CI logs) a
-plain line every few seconds, because a redrawn panel is unreadable in a log.
+faults, when `unseen_fn` is given, how many acknowledged values no consumer
+has read yet, and when `watch_fn` is given, what the running safety check found
+(``ktrial/watch.py``: an anomaly shows in red at once). On a terminal this is a
+rich Live panel; otherwise (CI logs) a plain line every few seconds, because a
+redrawn panel is unreadable in a log.
 
 The view only reads: stopping it (normal exit, exception, Ctrl-C) sets an event
 and joins the thread, and it never swallows the exception that ended the block.
@@ -20,7 +22,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -51,6 +53,8 @@ class Progress:
     by_f: dict[str, dict[str, int]]
     faults: dict[str, Any]
     unseen: int | None
+    watch: str | None = None  # the running safety check's line (watch.py)
+    alarm: bool = False  # it found an anomaly
 
     @property
     def remaining_s(self) -> float | None:
@@ -110,6 +114,8 @@ def plain_line(p: Progress) -> str:
     line = f"[{p.elapsed_s:7.1f}s{limit}] {rates} | {totals} | faults: {_fault_text(p.faults)}"
     if p.unseen is not None:
         line += f" | unseen {p.unseen}"
+    if p.watch is not None:
+        line += f" | {p.watch}"
     return line
 
 
@@ -142,6 +148,8 @@ def panel(p: Progress, title: str = "ktrial") -> Panel:
     parts: list[Any] = [head, table, faults]
     if p.unseen is not None:
         parts.append(Text(f"unseen values: {p.unseen:,}", style="bold red" if p.unseen else "dim"))
+    if p.watch is not None:
+        parts.append(Text(p.watch, style="bold white on red" if p.alarm else "dim"))
     return Panel(Group(*parts), title=title, expand=False)
 
 
@@ -154,6 +162,7 @@ class LiveView:
         time_limit_s: float | None,
         unseen_fn: Callable[[], int] | None = None,
         *,
+        watch_fn: Callable[[], tuple[str, bool]] | None = None,
         console: Console | None = None,
         refresh_s: float = 0.5,
         plain_every_s: float = 5.0,
@@ -162,6 +171,7 @@ class LiveView:
         self.recorder = recorder
         self.time_limit_s = time_limit_s
         self.unseen_fn = unseen_fn
+        self.watch_fn = watch_fn
         self.console = console or Console(stderr=True)
         self.refresh_s = refresh_s
         self.plain_every_s = plain_every_s
@@ -189,7 +199,14 @@ class LiveView:
                 unseen = int(self.unseen_fn())
             except Exception:
                 unseen = None
-        return progress(self._history, self.time_limit_s, faults, unseen)
+        p = progress(self._history, self.time_limit_s, faults, unseen)
+        if self.watch_fn is not None:
+            try:
+                line, alarm = self.watch_fn()
+            except Exception:
+                return p
+            p = replace(p, watch=line, alarm=alarm)
+        return p
 
     def _loop(self) -> None:
         last_plain = time.monotonic()

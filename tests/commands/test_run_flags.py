@@ -59,3 +59,20 @@ def test_a_bad_schedule_script_names_the_script_flag(
     code, err = _run(["--nemesis-script", str(script)], capsys)
     assert code == 254
     assert f"Invalid value for --nemesis-script: {script}: a schedule needs [[entry]]" in err
+
+
+def test_stop_on_anomaly_needs_running_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(["--stop-on-anomaly", "--check-every", "0"], capsys)
+    assert code == 254
+    assert "--stop-on-anomaly needs running checks: --check-every > 0" in err
+
+
+def test_the_help_explains_the_running_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    text = " ".join(out.split())
+    assert "--check-every SECONDS" in text and "[default: 60.0]" in text
+    assert "not lost or unseen writes" in text and "at most 10% of the time" in text
+    assert "--stop-on-anomaly" in text and "the final check gives the verdict" in text

@@ -207,3 +207,22 @@ def test_from_a_run_without_recorded_options_is_a_usage_error(
     assert code == 254 and "records no options" in err and "--seed 9" in err
     code, _, err = _main(["run", "--from", str(tmp_path)], capsys)
     assert code == 254 and "no test.json here" in err
+
+
+def test_running_checks_from_flags_and_from_a_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _capture_spec(monkeypatch)
+    with pytest.raises(SystemExit, match="99"):
+        main(["run", "--store", str(tmp_path)])
+    assert seen["spec"].check_every == 60.0 and seen["spec"].stop_on_anomaly is False
+    config = tmp_path / "soak.toml"
+    config.write_text("check-every = 120\nstop-on-anomaly = true\n")
+    with pytest.raises(SystemExit, match="99"):
+        main(["run", "--config", str(config), "--store", str(tmp_path)])
+    spec = seen["spec"]
+    assert spec.check_every == 120.0 and spec.stop_on_anomaly is True
+    assert spec.cli_options["check_every"] == 120.0 and spec.cli_options["stop_on_anomaly"]
+    with pytest.raises(SystemExit, match="99"):  # a flag wins over the file
+        main(["run", "--config", str(config), "--store", str(tmp_path), "--check-every", "30"])
+    assert seen["spec"].check_every == 30.0

@@ -95,3 +95,35 @@ def test_stops_cleanly_on_ctrl_c_and_a_broken_unseen_fn(tmp_path: Path) -> None:
     assert view._thread is None and view._live is None
     assert not [t for t in threading.enumerate() if t.name == "ktrial-live"]
     view.close()  # idempotent
+
+
+def test_the_running_check_shows_in_the_panel_and_the_plain_line(tmp_path: Path) -> None:
+    rec, w = recorder(tmp_path)
+    record_some(rec)
+    state = {"line": ("safety check at 60 s: no anomaly in 7 ops (0.4 s; next in 60 s)", False)}
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    view = LiveView(rec, 30, console=console, refresh_s=0.01, watch_fn=lambda: state["line"])
+    p = view.current()
+    assert p.watch == state["line"][0] and p.alarm is False
+    assert plain_line(p).endswith(
+        "| safety check at 60 s: no anomaly in 7 ops (0.4 s; next in 60 s)"
+    )
+    state["line"] = ("ANOMALY while running: duplicate ×1", True)
+    with view:
+        pass
+    w.close()
+    assert "ANOMALY while running: duplicate ×1" in out.getvalue()  # the final panel
+    assert view.current().alarm is True
+
+
+def test_a_broken_watch_fn_leaves_the_view_alone(tmp_path: Path) -> None:
+    rec, w = recorder(tmp_path)
+
+    def broken() -> tuple[str, bool]:
+        raise RuntimeError("gone")
+
+    view = LiveView(rec, 10, console=Console(file=io.StringIO()), watch_fn=broken)
+    p = view.current()
+    w.close()
+    assert p.watch is None and p.alarm is False
