@@ -35,6 +35,7 @@ FAULT_START_F: dict[str, str] = {
     "start-rolling-restart": "restart",
     "memory-squeeze": "memory",
     "toxic-on": "toxic",
+    "start-control": "control",
 }
 # Every f a client op may have: the data ops, the consumer ops, a client's crash, and
 # Jepsen's debug-topic-partitions (read and ignored). Any other f of a client op is

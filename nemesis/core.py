@@ -1,10 +1,10 @@
 """The Nemesis of one run: makes faults, tracks the active ones, heals everything.
 
 ``heal_all`` is the cleanup guarantee: it stops every active fault (newest first),
-sweeps any iptables rule or toxic still tagged with this nemesis' id, resumes paused
-nodes and starts dead ones. It records what it did, never raises (errors are logged
-and recorded), and is idempotent, so a run may call it from its schedule thread, its
-ExitStack and its Ctrl-C handler alike.
+sweeps any iptables rule, toxic or control-API fault still tagged with this nemesis'
+id, resumes paused nodes and starts dead ones. It records what it did, never raises
+(errors are logged and recorded), and is idempotent, so a run may call it from its
+schedule thread, its ExitStack and its Ctrl-C handler alike.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from ..clusters.base import Cluster, Unsupported
 from ..histories.recorder import Recorder
-from . import discovery, iptables, toxics
+from . import control, discovery, iptables, toxics
 from .base import Context, FaultBase, TargetSpec
 from .memory import MemoryFault
 from .network import LossFault, PartitionFault
@@ -42,6 +42,7 @@ FAMILIES: dict[str, Any] = {
     "restart": RollingRestart,
     "memory": MemoryFault,
     "toxic": toxics.ToxicFault,
+    "control": control.ControlFault,
 }
 FAULT_NAMES = tuple(FAMILIES)
 
@@ -55,14 +56,15 @@ RANDOM_TARGETS: dict[str, tuple[str, ...]] = {
     "restart": ("all",),
     "memory": ("one", "minority"),
     "toxic": ("all", "one"),
+    "control": ("all", "one"),
 }
 
 
 def random_target_specs(name: str, with_leaders: bool = True) -> tuple[str, ...]:
     """Target specs a random activation of `name` draws from (leaders: only when the
-    workload's partitions are known, and never for restart, loss and toxic)."""
+    workload's partitions are known, and never for restart, loss, toxic and control)."""
     specs = RANDOM_TARGETS.get(name, ("one",))
-    if with_leaders and name not in ("restart", "loss", "toxic"):
+    if with_leaders and name not in ("restart", "loss", "toxic", "control"):
         specs = (*specs, "leaders")
     return specs
 
@@ -158,6 +160,8 @@ class Nemesis:
                 out[name] = refused[name]
             elif name == "toxic" and self.ctx.proxies is None:
                 out[name] = "no Toxiproxy in front of the brokers (plan_proxies/ClientProxies)"
+            elif name == "control" and not control.has_control(self.cluster):
+                out[name] = control.NO_CONTROL
         return out
 
     def check_supported(self) -> None:
@@ -266,6 +270,7 @@ class Nemesis:
                 continue
             except Exception as e:
                 errors.append(f"{node.name}: sweeping iptables rules: {e}")
+        n += control.sweep(self.cluster, self.ctx.uid + "-")
         proxies = self.ctx.proxies
         if proxies is not None and getattr(proxies, "client", None) is not None:
             api = proxies.api()

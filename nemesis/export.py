@@ -10,8 +10,9 @@ Pure: from a history's nemesis ops and test.json's nemesis section to
 - ``fault`` and ``targets``: its family and the nodes it hit, as resolved then
   (a controller or a leader is written as the node it was);
 - parameters: what the start op recorded (partition shape and direction, loss
-  probability, toxic kind, attributes, stream and toxicity, balloon size) over the
-  run's own ``--nemesis-param`` values for that family;
+  probability, toxic kind, attributes, stream and toxicity, balloon size, control
+  action, api, error, count and topic) over the run's own ``--nemesis-param``
+  values for that family;
 - ``duration``: until its end op (omitted when it never ended: to the end of the run).
 
 Starts and ends are paired by the ``fault_id`` ktrial's nemesis records on each op;
@@ -39,6 +40,7 @@ END_F: dict[str, tuple[str, ...]] = {
     "stop-rolling-restart": ("restart",),
     "memory-release": ("memory",),
     "toxic-off": ("toxic",),
+    "stop-control": ("control",),
 }
 
 
@@ -134,6 +136,9 @@ def _entry(item: _Open, t0: float, run_params: Any) -> ScriptEntry:
             "stream": v.get("stream"),
             "toxicity": v.get("toxicity"),
         }
+    elif fam == "control":
+        targets = _nodes(v)
+        recorded = {k: v.get(k) for k in ("action", "api", "error", "count", "topic")}
     elif fam == "memory":
         targets = _nodes(v)
         recorded = {"balloon_bytes": v.get("balloon_bytes")}

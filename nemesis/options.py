@@ -135,8 +135,8 @@ def parse_faults(text: str | Sequence[str] | None) -> tuple[str, ...]:
         return ()
     items = text.split(",") if isinstance(text, str) else [x for t in text for x in t.split(",")]
     names = tuple(dict.fromkeys(i.strip() for i in items if i.strip() and i.strip() != "none"))
-    if "all" in names:
-        names = tuple(n for n in FAULT_NAMES if n != "restart")
+    if "all" in names:  # not control: only a system with a control API takes it
+        names = tuple(n for n in FAULT_NAMES if n not in ("restart", "control"))
     bad = [n for n in names if n not in FAULT_NAMES]
     if bad:
         raise NemesisOptionError(

@@ -60,6 +60,25 @@ def ensure_running(node: Node) -> str | None:
     return "start"
 
 
+def process_scope(nodes: Mapping[str, Node], chosen: list[str]) -> list[str]:
+    """Every node a process fault on `chosen` acts on: more than `chosen` when nodes
+    share one process (kfake's brokers: a node's ``process_nodes``)."""
+    scope = list(chosen)
+    for name in chosen:
+        for other in getattr(nodes[name], "process_nodes", ()) or ():
+            if other not in scope:
+                scope.append(other)
+    return scope
+
+
+def note_scope(ctx: Context, value: dict[str, Any], chosen: list[str]) -> None:
+    """Record (``affects``) and remember for the heal the nodes a shared process adds."""
+    scope = process_scope(ctx.nodes(), chosen)
+    ctx.touched.update(scope)
+    if scope != chosen:
+        value["affects"] = scope
+
+
 class KillFault(FaultBase):
     """SIGKILL (or, with graceful=True, SIGTERM and wait) the targets; stop restarts them."""
 
@@ -77,6 +96,7 @@ class KillFault(FaultBase):
         self.nodes = chosen
         self.ctx.touched.update(chosen)
         value = {"nodes": chosen, "signal": "SIGTERM" if self.graceful else "SIGKILL"}
+        note_scope(self.ctx, value, chosen)
         self.info = value
         for name in chosen:
             if self.graceful:
@@ -116,6 +136,7 @@ class PauseFault(FaultBase):
         self.nodes = chosen
         self.ctx.touched.update(chosen)
         self.info = {"nodes": chosen}
+        note_scope(self.ctx, self.info, chosen)
         for name in chosen:
             nodes[name].pause()
         self.info["frozen"] = [n for n in chosen if _frozen(nodes[n])]
@@ -185,6 +206,7 @@ class RollingRestart(FaultBase):
         self.nodes = chosen
         self.ctx.touched.update(chosen)
         self.info = {"nodes": chosen}
+        note_scope(self.ctx, self.info, chosen)
         self.record("start-rolling-restart", self.info)
         for name in chosen:
             if self.ctx.halting.is_set():  # a heal or the schedule's end is waiting

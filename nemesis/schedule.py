@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import shapes, targets, toxics
+from . import control, shapes, targets, toxics
 from .base import FaultBase
 from .core import FAULT_NAMES, Nemesis, check_params, random_target_specs
 
@@ -145,6 +145,8 @@ class FaultPlanner:
             drawn["shape"] = self.rng.choice(shapes.applicable_shapes(len(self.nodes)))
         if family == "toxic" and fixed.get("kind") is None and fixed.get("attributes") is None:
             drawn["kind"] = self.rng.choice(toxics.KINDS)
+        if family == "control":
+            drawn.update(control.draw(fixed, self.rng))
         return PlannedFault(family, chosen, drawn)
 
 

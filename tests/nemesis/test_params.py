@@ -45,6 +45,8 @@ BAD_PARAMS: list[tuple[str, list[str]]] = [
     ("toxic.toxicity=2", ["toxic.toxicity=2", "in [0, 1]"]),
     ('toxic.attributes={"latency":1000}', ["toxic.attributes", "needs toxic.kind"]),
     ("toxic.attributes=7", ["toxic.attributes=7", "must be a table"]),
+    ("control.action=explode", ["control.action='explode'", "error, leaders, coordinators"]),
+    ("control.count=0", ["control.count=0", "-1 until the fault ends"]),
 ]
 # the families each case covers, so a new family cannot go untested
 COVERED = {p.split(".")[0] for p, _ in BAD_PARAMS}
