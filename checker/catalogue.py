@@ -237,8 +237,8 @@ CATALOGUE: tuple[AnomalyType, ...] = (
         "liveness",
         "liveness",
         "found",
-        "A broker's resident memory grew during the run by more than the threshold "
-        "(share of its first sample and absolute bytes).",
+        "A broker's memory (outside the JVM heap when sampled) kept growing over the later "
+        "half of its life by more than the threshold (bytes and share of its settled size).",
     ),
 )
 

@@ -19,6 +19,7 @@ from ..histories.jsonl import iter_flat, iter_history
 from ..histories.model import NEMESIS, Flat, Op
 from . import catalogue, cycles, faults, liveness, metrics, order, visibility
 from .copy import check_copy, copy_section
+from .excuse import cluster_nodes
 from .logs import build_logs
 from .options import CheckOptions
 from .prepare import Prepared, prepare
@@ -138,7 +139,7 @@ def analyse(
     found.update(cyc)
     found["cycle-search-timeout"] = timeouts
     judged = judged_window_of(p, nemesis, meta, opts)
-    live = liveness.liveness(p, logs, nemesis, opts, judged)
+    live = liveness.liveness(p, logs, nemesis, opts, judged, cluster_nodes(meta))
     if opts.liveness_bad:  # soak jobs: each violation type becomes a (bad) anomaly type
         found.update(liveness.violations_by_type(live))
     liveness.cap_violations(live)

@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..histories.model import Op
+from .excuse import Excuser, episode_names, excuser, windows
 from .logs import KeyLog, Logs, iter_reads
+from .memory import memory_check, memory_growth
 from .options import CheckOptions
 from .prepare import OpRec, Prepared
 from .window import JudgedWindow
@@ -49,7 +51,6 @@ HEAL_FS = frozenset(
         "stop-all",
     }
 )
-NODE_STATS = "node-stats"
 MAX_LISTED = 50  # per-event / per-key lists kept in results.json
 
 
@@ -301,8 +302,10 @@ def starvation(
     opts: CheckOptions,
     allowance_s: float,
     judged: JudgedWindow | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Windows where consumers read under `starvation_ratio` of what was offered.
+    ex: Excuser | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Windows where consumers read under `starvation_ratio` of what was offered:
+    (metric, violations, starved windows a fault excused).
 
     offered(w): values acknowledged in window w; consumed(w): how many of those an ok
     op had read by the end of w plus the lag allowance. Only windows whose end plus
@@ -313,6 +316,11 @@ def starvation(
     With a judged window (checker/window.py), windows are cut from its start, values
     acknowledged before it (the warm-up) are not offered, and a window ending after
     it (in the drain) is not judged; `from_s` stays counted from t0.
+
+    With an excuser (checker/excuse.py), a starved window's stall runs from its earliest
+    late value's ack plus the lag allowance (when that value became overdue) to the
+    window's deadline (its end plus the allowance); a fault episode whose allowance
+    holds that stretch excuses the window.
     """
     w_ns = int(opts.liveness_window_s * NS)
     lag_ns = int(allowance_s * NS)
@@ -323,6 +331,7 @@ def starvation(
         keep = ack >= origin
         ack, read = ack[keep], read[keep]
     judged_windows: list[dict[str, Any]] = []
+    stalls: list[tuple[int, int]] = []  # per judged window, with an excuser: (lo, hi) ns
     if len(ack):
         ack, read = _exact(origin, ack, read)
         win = (ack - origin) // w_ns
@@ -338,6 +347,10 @@ def starvation(
         # (relative to t0: times near 2**63 would overflow int64 in absolute terms)
         in_time = (read != UNSET) & (read - origin <= lag_ns + (win + 1) * w_ns)
         consumed = np.bincount(slot[in_time], minlength=len(offered))
+        if ex:  # per window, when its earliest late value was acknowledged (from origin)
+            late = ~in_time
+            first_late = np.full(len(offered), _BIG, dtype=ack.dtype)
+            np.minimum.at(first_late, slot[late], ack[late] - origin)
         last_ack = int(ack.max())
         shift = origin - t0  # windows start at the origin, times are told from t0
         for i in np.flatnonzero(offered >= opts.starvation_min_offered).tolist():
@@ -347,6 +360,10 @@ def starvation(
             if stop is not None and origin + (w + 1) * w_ns > stop:
                 break
             o, c = int(offered[i]), int(consumed[i])
+            if ex:
+                deadline = origin + (w + 1) * w_ns + lag_ns
+                lo = int(first_late[i])
+                stalls.append((min(origin + lo + lag_ns, deadline), deadline))
             judged_windows.append(
                 {
                     "from_s": round((shift + w * w_ns) / NS, 3),
@@ -356,9 +373,32 @@ def starvation(
                     "ratio": round(c / o, 4),
                 }
             )
-    starved = [j for j in judged_windows if j["ratio"] < opts.starvation_ratio]
+    starved_at = [i for i, j in enumerate(judged_windows) if j["ratio"] < opts.starvation_ratio]
+    # Consecutive starved windows are one stall, overdue from its first late value: the
+    # fault episode it began in excuses its windows due before that episode's allowance
+    # ends; the windows after (the starvation outlasted the fault) are judged.
+    by: set[int] = set()  # starved windows excused
+    run_lo: dict[int, int] = {}  # starved window -> when its run of windows became overdue
+    excused: list[dict[str, Any]] = []
+    for at in _index_runs(judged_windows, starved_at) if ex else ():
+        assert ex is not None
+        lo = stalls[at[0]][0]
+        run_lo.update(dict.fromkeys(at, lo))
+        until = ex.allowed_until(lo)
+        done = [i for i in at if until is not None and stalls[i][1] <= until]
+        if done:
+            by.update(done)
+            for i in done:
+                judged_windows[i]["excused"] = True
+            excused.append(
+                _excused_starvation(
+                    [judged_windows[i] for i in done], lo, stalls[done[-1]][1], ex, t0
+                )
+            )
+    starved = [judged_windows[i] for i in starved_at]
     violations: list[dict[str, Any]] = []
-    for run in _runs(starved):
+    pos = {id(j): i for i, j in enumerate(judged_windows)}
+    for run in _runs([judged_windows[i] for i in starved_at if i not in by]):
         off = sum(j["offered"] for j in run)
         con = sum(j["consumed"] for j in run)
         worst = min(run, key=lambda j: j["ratio"])
@@ -381,14 +421,68 @@ def starvation(
                 ),
             }
         )
+        if ex:
+            first, last = pos[id(run[0])], pos[id(run[-1])]
+            lo = run_lo.get(first, stalls[first][0])
+            violations[-1]["explanation"] += "; " + ex.why_not(lo, stalls[last][1], t0)
     metric = {
         "window_s": opts.liveness_window_s,
         "lag_allowance_s": round(allowance_s, 3),
         "windows_judged": len(judged_windows),
         "min_ratio": min((j["ratio"] for j in judged_windows), default=None),
         "starved_windows": starved[:MAX_LISTED],
+        **(
+            {
+                "excused_windows": len(by),
+                "min_ratio_not_excused": min(
+                    (j["ratio"] for i, j in enumerate(judged_windows) if i not in by),
+                    default=None,
+                ),
+            }
+            if ex
+            else {}
+        ),
     }
-    return metric, violations
+    return metric, violations, excused
+
+
+def _index_runs(windows: list[dict[str, Any]], at: list[int]) -> list[list[int]]:
+    """The indices `at` of `windows` grouped into runs of time-adjacent windows."""
+    out: list[list[int]] = []
+    for i in at:
+        if out and windows[out[-1][-1]]["to_s"] == windows[i]["from_s"]:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _excused_starvation(
+    run: list[dict[str, Any]], lo: int, hi: int, ex: Excuser, t0: int
+) -> dict[str, Any]:
+    """The record of consecutive starved windows a fault excused, overdue over [lo, hi]."""
+    off = sum(j["offered"] for j in run)
+    con = sum(j["consumed"] for j in run)
+    eps = ex.covering(lo, hi)
+    rec: dict[str, Any] = {
+        "type": "starvation",
+        "from_s": run[0]["from_s"],
+        "to_s": run[-1]["to_s"],
+        "windows": len(run),
+        "offered": off,
+        "consumed": con,
+        "ratio": round(con / off, 4),
+        "stall_from_s": round((lo - t0) / NS, 3),
+        "stall_to_s": round((hi - t0) / NS, 3),
+        "faults": [f for e in eps for f in e.fault_ids()],
+    }
+    rec["explanation"] = (
+        f"consumers read {con} of {off} values acknowledged {rec['from_s']:g}-"
+        f"{rec['to_s']:g} s in time ({100 * con / off:.1f}%); excused: overdue "
+        f"{rec['stall_from_s']:g}-{rec['stall_to_s']:g} s, within what "
+        f"{episode_names(eps)} allowed"
+    )
+    return rec
 
 
 def _exact(t0: int, *arrays: Any) -> tuple[Any, ...]:
@@ -443,71 +537,118 @@ def _name_stuck_ops(p: Prepared, logs: Logs, violations: list[dict[str, Any]]) -
             v["explanation"] += f" ({who})"
 
 
+def _worst_per_key(kid: Any, gap: Any, mask: Any, nkeys: int) -> list[int]:
+    """Per key (in key id order), the index of its largest gap among `mask`, the
+    earliest value among equals; keys with nothing in `mask` are left out."""
+    idx = np.flatnonzero(mask)
+    if not len(idx):
+        return []
+    top = np.zeros(nkeys, dtype=gap.dtype)
+    np.maximum.at(top, kid[idx], gap[idx])
+    at_top = idx[gap[idx] == top[kid[idx]]]
+    _ids, first = np.unique(kid[at_top], return_index=True)
+    return [int(i) for i in at_top[first].tolist()]
+
+
+def _stuck_record(
+    a: Acked, i: int, gap: int, t0: int, opts: CheckOptions, excused: bool
+) -> dict[str, Any]:
+    k, rt = a.key[i], a.read[i]
+    secs = round(gap / NS, 3)
+    how = (
+        f"first read {secs:g} s later (t={(rt - t0) / NS:.1f} s)"
+        if rt != UNSET
+        else f"never read by an ok poll ({secs:g} s until the end of the history)"
+    )
+    return {
+        "type": "stuck-partition",
+        "key": k,
+        "value": a.value[i],
+        "offset": a.offset[i],
+        "acked_s": round((a.ack[i] - t0) / NS, 3),
+        "read_s": None if rt == UNSET else round((rt - t0) / NS, 3),
+        "_read_ns": None if rt == UNSET or excused else rt,  # for _name_stuck_ops
+        "stuck_s": secs,
+        "explanation": (
+            f"key {k} {'waited' if excused else 'was stuck'}: value {a.value[i]!r} "
+            + ("(offset unknown)" if a.offset[i] is None else f"at offset {a.offset[i]}")
+            + " was "
+            f"acknowledged at t={(a.ack[i] - t0) / NS:.1f} s and {how}; threshold "
+            f"{opts.stuck_s:g} s"
+        ),
+    }
+
+
 def stuck_partitions(
-    a: Acked, t0: int, end: int, opts: CheckOptions
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Per key, the acknowledged value that waited longest for its first ok read."""
-    worst: dict[str, int] = {}  # key -> index into a
-    gap_of: dict[str, int] = {}
+    a: Acked, t0: int, end: int, opts: CheckOptions, ex: Excuser | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per key, the acknowledged value that waited longest for its first ok read:
+    (metric, violations, stalls a fault excused).
+
+    A value waiting longer than `stuck_s` is overdue from its ack plus `stuck_s` until
+    its first read (or the history's end); with an excuser (checker/excuse.py) a fault
+    episode whose allowance holds that stretch excuses it. A key's violation is its
+    worst value not excused; its worst excused value is recorded apart."""
+    limit = int(opts.stuck_s * NS)
     ack, read = a.arrays()
-    n = len(ack)
-    if n:
+    worst: list[int] = []
+    bad: list[int] = []
+    ok: list[int] = []
+    free: list[int] = []  # per key, its worst value not excused
+    gaps: Any = ()
+    eps: Any = ()
+    if len(ack):
         # keys numbered in order of appearance
         ids = {k: i for i, k in enumerate(dict.fromkeys(a.key))}
         kid = np.array(list(map(ids.__getitem__, a.key)), dtype=np.int64)
         # read before its writer's ack (an info send that timed out late): not stuck
         ack, upto = _exact(t0, ack, np.where(read == UNSET, end, read))
-        gap = np.maximum(upto - ack, 0)
-        # per key the largest gap, the earliest value among equals (keys in id order)
-        top = np.zeros(len(ids), dtype=gap.dtype)
-        np.maximum.at(top, kid, gap)
-        at_top = np.flatnonzero(gap == top[kid])
-        _ids, first = np.unique(kid[at_top], return_index=True)
-        for i in at_top[first].tolist():
-            k = a.key[i]
-            worst[k] = i
-            gap_of[k] = int(gap[i])
-    limit = int(opts.stuck_s * NS)
+        gaps = np.maximum(upto - ack, 0)
+        worst = _worst_per_key(kid, gaps, np.ones(len(gaps), dtype=bool), len(ids))
+        over = gaps > limit
+        eps = np.full(len(gaps), -1, dtype=np.int64)
+        if ex and over.any():
+            cand = np.flatnonzero(over)
+            lo = ack[cand]
+            if lo.dtype != object and int(lo.max()) >= 2**62:  # + limit could overflow
+                lo = lo.astype(object)
+            eps[cand] = ex.which_all(lo + limit, upto[cand])
+        bad = _worst_per_key(kid, gaps, over & (eps < 0), len(ids))
+        ok = _worst_per_key(kid, gaps, over & (eps >= 0), len(ids))
+        free = _worst_per_key(kid, gaps, eps < 0, len(ids)) if ex else worst
     violations: list[dict[str, Any]] = []
-    for k in sorted(worst, key=lambda k: -gap_of[k]):
-        if gap_of[k] <= limit:
-            break
-        i = worst[k]
-        rt = a.read[i]
-        secs = round(gap_of[k] / NS, 3)
-        how = (
-            f"first read {secs:g} s later (t={(rt - t0) / NS:.1f} s)"
-            if rt != UNSET
-            else f"never read by an ok poll ({secs:g} s until the end of the history)"
+    for i in sorted(bad, key=lambda i: -int(gaps[i])):
+        v = _stuck_record(a, i, int(gaps[i]), t0, opts, False)
+        if ex:
+            v["explanation"] += "; " + ex.why_not(a.ack[i] + limit, a.ack[i] + int(gaps[i]), t0)
+        violations.append(v)
+    excused: list[dict[str, Any]] = []
+    for i in sorted(ok, key=lambda i: -int(gaps[i])):
+        assert ex is not None
+        lo, hi = a.ack[i] + limit, a.ack[i] + int(gaps[i])
+        named = ex.covering(lo, hi)
+        v = _stuck_record(a, i, int(gaps[i]), t0, opts, True)
+        del v["_read_ns"]
+        v["stall_from_s"] = round((lo - t0) / NS, 3)
+        v["stall_to_s"] = round((hi - t0) / NS, 3)
+        v["faults"] = [f for e in named for f in e.fault_ids()]
+        v["explanation"] += (
+            f"; excused: overdue {v['stall_from_s']:g}-{v['stall_to_s']:g} s, within what "
+            f"{episode_names(named)} allowed"
         )
-        violations.append(
-            {
-                "type": "stuck-partition",
-                "key": k,
-                "value": a.value[i],
-                "offset": a.offset[i],
-                "acked_s": round((a.ack[i] - t0) / NS, 3),
-                "read_s": None if rt == UNSET else round((rt - t0) / NS, 3),
-                "_read_ns": None if rt == UNSET else rt,  # for _name_stuck_ops
-                "stuck_s": secs,
-                "explanation": (
-                    f"key {k} was stuck: value {a.value[i]!r} "
-                    + ("(offset unknown)" if a.offset[i] is None else f"at offset {a.offset[i]}")
-                    + " was "
-                    f"acknowledged at t={(a.ack[i] - t0) / NS:.1f} s and {how}; threshold "
-                    f"{opts.stuck_s:g} s"
-                ),
-            }
-        )
-    metric = {
-        "max_unread_s": round(max(gap_of.values(), default=0) / NS, 3),
+        excused.append(v)
+    metric: dict[str, Any] = {
+        "max_unread_s": round(max((int(gaps[i]) for i in worst), default=0) / NS, 3),
         "stuck_keys": len(violations),
         "keys": [
             {k: v for k, v in x.items() if k not in ("type", "_read_ns")}
             for x in violations[:MAX_LISTED]
         ],
     }
-    return metric, violations
+    if ex:
+        metric["max_not_excused_s"] = round(max((int(gaps[i]) for i in free), default=0) / NS, 3)
+        metric["excused_keys"] = len(excused)
+    return metric, violations, excused
 
 
 def recovery(
@@ -598,6 +739,7 @@ def recovery(
     reads = [e["read_s"] for e in events if e["read_s"] is not None]
     metric = {
         "heals": len(events),
+        "bound_s": limit,
         "max_send_s": max(sends, default=None),
         "max_read_s": max(reads, default=None),
         "events": events[:MAX_LISTED],
@@ -637,119 +779,6 @@ def _suffix_min(xs: list[int]) -> list[int]:
     return out
 
 
-def _incarnations(samples: Sequence[Op]) -> dict[str, list[list[tuple[int, int]]]]:
-    """Per node, its RSS samples (time, bytes) split into runs of one broker process.
-
-    A new run starts when the sampled pid changes, when the node was missing from a
-    sample in between (down), or when RSS fell below half the previous sample (a
-    restart between two samples): a restarted JVM starts small again, and comparing
-    across restarts would hide a leak that ended in an OOM kill.
-    """
-    runs: dict[str, list[list[tuple[int, int]]]] = {}
-    last_pid: dict[str, Any] = {}
-    gone: set[str] = set()
-    for op in samples:
-        if not isinstance(op.value, dict):
-            continue
-        here: set[str] = set()
-        for node, st in op.value.items():
-            rss = st.get("rss_bytes") if isinstance(st, dict) else None
-            if not isinstance(rss, int) or isinstance(rss, bool):
-                continue
-            name = str(node)
-            here.add(name)
-            pid = st.get("pid")  # type: ignore[union-attr]
-            node_runs = runs.setdefault(name, [])
-            prev = node_runs[-1][-1][1] if node_runs else None
-            if (
-                not node_runs
-                or name in gone
-                or (pid is not None and pid != last_pid.get(name, pid))
-                or (prev is not None and rss < prev / 2)
-            ):
-                node_runs.append([])
-            node_runs[-1].append((op.time, rss))
-            last_pid[name] = pid
-            gone.discard(name)
-        gone |= set(runs) - here
-    return runs
-
-
-def run_growth(pts: list[tuple[int, int]]) -> tuple[int, int]:
-    """(baseline, growth) of one process's RSS: last sample minus first, leaving out
-    leading samples under half the median (taken while the JVM was still booting)."""
-    half = sorted(r for _t, r in pts)[len(pts) // 2] / 2
-    i = 0
-    while i < len(pts) - 1 and pts[i][1] < half:
-        i += 1
-    return pts[i][1], pts[-1][1] - pts[i][1]
-
-
-def memory_growth(
-    samples: Sequence[Op], t0: int, opts: CheckOptions
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Per node RSS from `node-stats` ops: first/last/max, slope, and the growth of its
-    worst broker process (see _incarnations and run_growth)."""
-    nodes: dict[str, Any] = {}
-    violations: list[dict[str, Any]] = []
-    for node, node_runs in sorted(_incarnations(samples).items()):
-        pts = [x for run in node_runs for x in run]
-        judged = [run for run in node_runs if len(run) >= 3]
-        worst: list[tuple[int, int]] = max(
-            judged, key=lambda run: run_growth(run)[1], default=node_runs[-1]
-        )
-        base, growth = run_growth(worst) if judged else (pts[0][1], pts[-1][1] - pts[0][1])
-        info: dict[str, Any] = {
-            "samples": len(pts),
-            "processes": len(node_runs),
-            "first_bytes": pts[0][1],
-            "last_bytes": pts[-1][1],
-            "max_bytes": max(r for _t, r in pts),
-            "growth_bytes": growth,
-            "bytes_per_min": round(_slope(worst) * 60 * NS, 1) if len(worst) >= 2 else None,
-        }
-        flagged = (
-            bool(judged)
-            and growth > opts.memory_growth_ratio * base
-            and growth > opts.memory_growth_min_bytes
-        )
-        info["flagged"] = flagged
-        nodes[node] = info
-        if flagged:
-            mib = 1024 * 1024
-            which = f" (process {node_runs.index(worst) + 1} of {len(node_runs)})" * (
-                len(node_runs) > 1
-            )
-            violations.append(
-                {
-                    "type": "memory-growth",
-                    "node": node,
-                    **{k: v for k, v in info.items() if k != "flagged"},
-                    "explanation": (
-                        f"node {node}'s RSS{which} grew from {base / mib:.0f} MiB to "
-                        f"{(base + growth) / mib:.0f} MiB (+{growth / mib:.0f} MiB, "
-                        f"+{100 * growth / max(base, 1):.0f}%; trend "
-                        f"{info['bytes_per_min'] / mib:+.1f} MiB/min over {len(worst)} samples, "
-                        f"t={(worst[0][0] - t0) / NS:.0f}-{(worst[-1][0] - t0) / NS:.0f} s); "
-                        f"threshold +{100 * opts.memory_growth_ratio:g}% and "
-                        f"+{opts.memory_growth_min_bytes / mib:g} MiB"
-                    ),
-                }
-            )
-    return {"nodes": nodes}, violations
-
-
-def _slope(pts: list[tuple[int, int]]) -> float:
-    """Least-squares slope of bytes over ns (0 when every sample has the same time)."""
-    n = len(pts)
-    mt = sum(t for t, _ in pts) / n
-    mr = sum(r for _, r in pts) / n
-    den = sum((t - mt) ** 2 for t, _ in pts)
-    if den == 0:
-        return 0.0
-    return sum((t - mt) * (r - mr) for t, r in pts) / den
-
-
 # ---------------------------------------------------------------------- entry
 
 
@@ -773,10 +802,16 @@ def liveness(
     nemesis: Sequence[Op],
     opts: CheckOptions,
     judged: JudgedWindow | None = None,
+    nodes: int | None = None,
 ) -> dict[str, Any]:
     """results["metrics"]["liveness"]: each metric, the thresholds, the violations, and
     ``checks`` (one verdict per check, for junit.xml and the report). `judged` narrows
-    starvation to the judged window (checker/window.py); None judges the whole history."""
+    starvation to the judged window (checker/window.py); None judges the whole history.
+
+    Stalls during a fault, or within `recovery_s` after its heal, are excused
+    (checker/excuse.py; `nodes`: the cluster's size, for its failover bound): then
+    ``windows`` says which stretches were judged and which excused, and ``excused``
+    lists the stalls excused. A history without faults has neither."""
     t0 = p.first_time or 0
     end = p.last_time or t0
     # The copy workload's output keys are read only by the final drain: their values
@@ -787,14 +822,13 @@ def liveness(
     e2e = e2e_latency(a)
     commit = commit_latency(p)
     allowance = lag_allowance(opts, e2e)
-    starv, v_starv = starvation(a, t0, opts, allowance, judged)
-    stuck, v_stuck = stuck_partitions(a, t0, end, opts)
+    ex, faults = excuser(nemesis, end, opts.recovery_s, nodes)
+    starv, v_starv, x_starv = starvation(a, t0, opts, allowance, judged, ex)
+    stuck, v_stuck, x_stuck = stuck_partitions(a, t0, end, opts, ex)
     _name_stuck_ops(p, logs, v_stuck)
     heals = [op for op in nemesis if op.type == "info" and is_heal(op.f)]
     rec, v_rec = recovery(p, a, heals, opts)
-    stats = [op for op in nemesis if op.f == NODE_STATS]
-    mem, v_mem = memory_growth(stats, t0, opts)
-    mem["samples"] = len(stats)
+    mem, v_mem = memory_growth(nemesis, t0, opts)
     violations = v_starv + v_stuck + v_rec + v_mem
     bad = opts.liveness_bad
 
@@ -825,20 +859,28 @@ def liveness(
         ),
         "starvation": verdict(
             not v_starv,
-            starv["min_ratio"],
+            starv.get("min_ratio_not_excused", starv["min_ratio"]),
             opts.starvation_ratio,
-            v_starv[0]["explanation"]
-            + (f" (+{len(v_starv) - 1} more episodes)" if len(v_starv) > 1 else "")
-            if v_starv
-            else _starvation_summary(starv, opts.liveness_window_s),
+            (
+                v_starv[0]["explanation"]
+                + (f" (+{len(v_starv) - 1} more episodes)" if len(v_starv) > 1 else "")
+                if v_starv
+                else _starvation_summary(starv, opts.liveness_window_s)
+            )
+            + _excused_note(x_starv, "starved window runs"),
         ),
         "stuck-partition": verdict(
             not v_stuck,
-            stuck["max_unread_s"],
+            stuck.get("max_not_excused_s", stuck["max_unread_s"]),
             opts.stuck_s,
-            f"{len(v_stuck)} stuck keys; " + v_stuck[0]["explanation"]
-            if v_stuck
-            else f"longest an acknowledged value waited to be read: {stuck['max_unread_s']:g} s",
+            (
+                f"{len(v_stuck)} stuck keys; " + v_stuck[0]["explanation"]
+                if v_stuck
+                else "longest an acknowledged value waited to be read"
+                + (" outside a fault's allowance" if ex else "")
+                + f": {stuck.get('max_not_excused_s', stuck['max_unread_s']):g} s"
+            )
+            + _excused_note(x_stuck, "stuck keys"),
         ),
         "slow-recovery": verdict(
             not v_rec,
@@ -849,21 +891,9 @@ def liveness(
             else f"{rec['heals']} heals; slowest recovery: sends {rec['max_send_s']} s, "
             f"reads {rec['max_read_s']} s",
         ),
-        "memory-growth": verdict(
-            not v_mem,
-            max((n["growth_bytes"] for n in mem["nodes"].values()), default=None),
-            opts.memory_growth_min_bytes,
-            "; ".join(v["explanation"] for v in v_mem)
-            if v_mem
-            else (
-                f"{len(mem['nodes'])} nodes sampled {len(stats)} times, none grew past the "
-                f"threshold"
-                if stats
-                else "no node-stats samples in the history"
-            ),
-        ),
+        "memory-growth": verdict(not v_mem, *memory_check(mem, v_mem, opts)),
     }
-    return {
+    out = {
         "e2e_latency_ms": e2e,
         "commit_latency_ms": commit,
         "starvation": starv,
@@ -874,6 +904,19 @@ def liveness(
         "violations": violations,
         "checks": checks,
     }
+    if faults:  # which stretches were judged, which a fault excused, and what it excused
+        w0, w1 = (judged.start_ns, judged.end_ns) if judged is not None else (t0, end)
+        out["windows"] = windows(ex, w0, w1, t0, opts.recovery_s)
+        out["excused"] = (x_starv + x_stuck)[: 2 * MAX_LISTED]
+        out["excused_counts"] = {"starvation": len(x_starv), "stuck-partition": len(x_stuck)}
+    return out
+
+
+def _excused_note(excused: list[dict[str, Any]], what: str) -> str:
+    """' (2 stuck keys excused: ...the first one's explanation)', or '' when none."""
+    if not excused:
+        return ""
+    return f" ({len(excused)} {what} excused by faults; first: {excused[0]['explanation']})"
 
 
 MAX_VIOLATIONS = 20  # per type, in results.metrics.liveness.violations

@@ -65,8 +65,10 @@ class CheckOptions:
         to [1 s, one window].
     stuck_s: an acknowledged value unread by ok polls for longer marks its key stuck.
     recovery_s: sends or reads coming back later than this after a heal are slow.
-    memory_growth_ratio / memory_growth_min_bytes: a node's RSS growing by more than
-        both (share of its first sample, bytes) over the run is flagged.
+    memory_growth_ratio / memory_growth_min_bytes: a broker process whose memory
+        (outside the JVM heap when known) grows at a steady rate over the later half of
+        its life by more than both (share of its settled size, bytes) is flagged
+        (checker/memory.py).
     """
 
     sub_via: str | None = None

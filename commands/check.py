@@ -303,7 +303,8 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
     type=click.FloatRange(min=0),
     default=None,
     metavar="SHARE",
-    help="Flag a node whose RSS grew by more than this share of its first sample "
+    help="Flag a broker whose memory (outside the JVM heap when sampled) kept growing "
+    "over the later half of its life by more than this share of its settled size "
     "(default 0.5) and by more than --memory-growth-mib.",
 )
 @click.option(
@@ -311,7 +312,7 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
     type=click.FloatRange(min=0),
     default=None,
     metavar="MIB",
-    help="Minimum RSS growth to flag, in MiB (default 64).",
+    help="Minimum steady-state memory growth to flag, in MiB (default 64).",
 )
 @click.option(
     "--ignore-unknown-f",

@@ -29,7 +29,7 @@ from ..histories.redact import redact
 from ..histories.store import RunDir, load_json
 from .errcodes import code_meaning
 from .faults import FaultWindow, family_colour
-from .judged import Judged, judged_of
+from .judged import Judged, excused_html, judged_of
 from .livetext import liveness_detail
 from .livetext import num as _n
 from .meanings import meaning, ordered_types
@@ -599,7 +599,7 @@ LIVENESS_ROWS: dict[str, tuple[str, str]] = {
     "starvation": ("lowest consumed/offered per window", "share"),
     "stuck-partition": ("longest unread acknowledged value", "s"),
     "slow-recovery": ("slowest recovery after a heal", "s"),
-    "memory-growth": ("largest node RSS growth", "bytes"),
+    "memory-growth": ("largest steady-state memory growth", "bytes"),
 }
 MAX_VIOLATIONS = 10
 
@@ -629,6 +629,7 @@ def section_liveness(results: dict[str, Any] | None, judged: Judged | None = Non
             f"{judged.to_s:,.1f} s. Left out: {esc(judged.why)} "
             '(<a href="#plots">hatched on the plots</a>; docs/anomalies.md, Liveness).</p>'
         )
+    out.append(excused_html(live))
     rows = []
     for name, item in checks.items():
         if not isinstance(item, dict):

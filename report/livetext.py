@@ -38,7 +38,7 @@ def liveness_detail(name: str, live: dict[str, Any]) -> str | None:
         )
     if name == "starvation":
         st = live.get("starvation") or {}
-        n, low = st.get("windows_judged"), num(st.get("min_ratio"))
+        n, low = st.get("windows_judged"), num(st.get("min_ratio_not_excused", st.get("min_ratio")))
         if not n or low is None:
             return (
                 "not measured: no window was judged (a window needs at least "
@@ -49,11 +49,23 @@ def liveness_detail(name: str, live: dict[str, Any]) -> str | None:
             f"{n} window{'' if n == 1 else 's'} of {st.get('window_s', 10):g} s judged; "
             "lowest share read in time "
             f"{100 * low:.1f}% (lag allowance {st.get('lag_allowance_s', 0):g} s)"
+            + (
+                f"; {st['excused_windows']} starved excused by faults"
+                if st.get("excused_windows")
+                else ""
+            )
         )
     if name == "stuck-partition":
-        v = num((live.get("stuck_partitions") or {}).get("max_unread_s"))
+        sp = live.get("stuck_partitions") or {}
+        v = num(sp.get("max_not_excused_s", sp.get("max_unread_s")))
         if v is None:
             return "not measured: no acknowledged value"
+        if "max_not_excused_s" in sp:  # faults excused some waits (checker/excuse.py)
+            return (
+                f"longest an acknowledged value waited for its first read, no fault excusing "
+                f"it: {v:,.1f} s (of all: {num(sp.get('max_unread_s')) or 0:,.1f} s; "
+                f"{sp.get('excused_keys', 0)} keys excused by faults)"
+            )
         return f"longest an acknowledged value waited for its first read: {v:,.1f} s"
     if name == "slow-recovery":
         r = live.get("recovery") or {}

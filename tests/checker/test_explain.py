@@ -534,7 +534,8 @@ def _liveness_history() -> list[Line]:
         {"process": 2, "type": "ok", "f": "poll", "value": [pl({"x": [[0, 1], [1, 3]]})],
          "time": 103 * S},
     ]  # fmt: skip
-    for t, rss in ((1, 100), (50, 200), (103, 400)):
+    # RSS +3 MiB/s from 10 s to 100 s: judged on the later half of the samples (60-100 s)
+    for t, rss in ((1, 100), *((t, 100 + 3 * t) for t in range(10, 101, 10))):
         lines.append(
             {"process": "nemesis", "type": "info", "f": "node-stats", "time": t * S,
              "value": {"n1": {"rss_bytes": rss << 20, "pid": 1}}}
@@ -560,7 +561,7 @@ def test_liveness_violations_as_anomalies_are_true(tmp_path: Path) -> None:
     assert lines[sr["index"]]["f"] == "stop-partition" and sr["send_s"] == 97.0
     assert "op 4" in sr["explanation"] and "97.0 s" in sr["explanation"]
     mg = res["anomalies"]["memory-growth"]["examples"][0]
-    assert "from 100 MiB to 400 MiB" in mg["explanation"]
+    assert "+180.0 MiB/min over t=60-100 s" in mg["explanation"], mg["explanation"]
     assert fact_check(lines, res) == []
 
 
@@ -568,9 +569,10 @@ def test_stuck_partition_names_the_writer_and_reader(tmp_path: Path) -> None:
     lines = _liveness_history()
     res = run_check(tmp_path, lines, liveness_bad=True)
     st = res["anomalies"]["stuck-partition"]["examples"][0]
-    # ops are named by their completion's index, as everywhere (the send's ok is line 3)
-    assert st.get("ops") == [3, 11]
-    assert "written by op 3, first read by op 11" in st["explanation"]
+    # ops are named by their completion's index, as everywhere (the send's ok is line 3,
+    # the poll's ok line 20, after the node-stats samples)
+    assert st.get("ops") == [3, 20]
+    assert "written by op 3, first read by op 20" in st["explanation"]
 
 
 def test_g1a_explanation_names_reader_writer_key_value_offset(tmp_path: Path) -> None:
