@@ -86,6 +86,8 @@ class TrialSpec:
     # safety checks of the history while the main phase runs (watch.py); 0: only the final one
     check_every: float = 60.0
     stop_on_anomaly: bool = False  # end the main phase at the first anomaly a running check finds
+    liveness_bad: bool = False  # liveness violations make the run invalid (soak jobs)
+    soak: bool = False  # asked for with --soak (the preset in commands/run.py), for the record
     # How the run was asked for (test.json "argv" and "cli_options"; `ktrial run --from`)
     argv: tuple[str, ...] = ()
     cli_options: dict[str, Any] = field(default_factory=dict)
@@ -274,6 +276,8 @@ class Trial:
             for k, v in asdict(spec).items()
             if k not in ("nemesis", "workload_opts", "broker_config", "argv", "cli_options")
         }
+        if spec.liveness_bad or spec.soak:
+            self.meta.checker = {"liveness_bad": spec.liveness_bad, "soak": spec.soak}
         if spec.argv:
             self.meta.argv = list(spec.argv)  # TestMeta.write masks secrets (histories.redact)
         if spec.cli_options:

@@ -40,6 +40,26 @@ from .nemesis_flags import nemesis_options, options_from_kwargs, validate_flags
 # Options a repeated run (--from) does not take from the earlier one.
 NOT_REPEATED = frozenset({"dry_run"})
 
+# --soak: the defaults of a nightly soak job (docs/soak.md). Each is only a default:
+# --config, --from and flags win over it.
+SOAK_PRESET: dict[str, Any] = {
+    "name": "soak",  # one store folder, so `ktrial runs --trend soak` compares nights
+    "time_limit": 1800.0,
+    "nemesis_faults": "partition,kill,pause,memory,toxic",
+    "nemesis_schedule": "interval",
+    "liveness_bad": True,
+    "check_every": 60.0,
+    "node_stats_interval": 5.0,
+}
+
+
+def _load_soak(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """--soak: the preset's values go *under* every other source of defaults (--config,
+    --from), whichever of them click processes first."""
+    if value:
+        ctx.default_map = {**SOAK_PRESET, **(ctx.default_map or {})}
+    return value
+
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--config run.toml: its keys become defaults, so command-line flags still win.
@@ -169,6 +189,15 @@ def _parse_value(v: str) -> Any:
     is_eager=True,
     expose_value=False,
     help="TOML file of option defaults (keys = option names); flags win.",
+)
+@click.option(
+    "--soak",
+    is_flag=True,
+    callback=_load_soak,
+    is_eager=True,
+    help="Defaults of a nightly soak job: --name soak, --time-limit 1800, every fault "
+    "family of the main job (partition,kill,pause,memory,toxic), --liveness-bad, a running "
+    "check every 60 s, node-stats every 5 s. --config, --from and flags win (docs/soak.md).",
 )
 @click.option("--name", default=None, help="Test name (store sub-directory). [default: workload]")
 @click.option(
@@ -353,6 +382,14 @@ def _parse_value(v: str) -> Any:
     "healed, every key drained and the history checked as usual (the final check gives "
     "the verdict), so a long soak that breaks early does not run on.",
 )
+@click.option(
+    "--liveness-bad/--no-liveness-bad",
+    default=False,
+    help="Liveness violations (starvation, stuck keys, slow recovery, memory growth; "
+    "those no fault excuses) make the run invalid, exit 1: what a soak job gates on. "
+    "Recorded in test.json, so `ktrial check RUN` judges the same way.  [default: off; "
+    "on with --soak]",
+)
 @click.option("--no-live", is_flag=True, help="No live progress view.")
 @click.option(
     "--dry-run",
@@ -375,6 +412,7 @@ def run(**kw: Any) -> None:
       ktrial run --profile unsafe --no-idempotence --acks 1 --nemesis kill,partition
       ktrial run --config soak.toml --time-limit 3600
       ktrial run --time-limit 43200 --check-every 120 --stop-on-anomaly
+      ktrial run --soak --time-limit 3600 --stop-on-anomaly
       ktrial run --nemesis partition,kill --dry-run
       ktrial run --from store/queue/latest --time-limit 120
     """
@@ -447,6 +485,8 @@ def run(**kw: Any) -> None:
         live=not kw["no_live"],
         check_every=kw["check_every"],
         stop_on_anomaly=kw["stop_on_anomaly"],
+        liveness_bad=kw["liveness_bad"],
+        soak=kw["soak"],
         argv=tuple(_argv()),
         cli_options={k: v for k, v in resolved.items() if k not in NOT_REPEATED},
     )
@@ -575,8 +615,24 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
         f"  time: {spec.time_limit:g} s of workload and faults, then a {spec.heal_wait:g} s "
         f"quiet wait and a drain of up to {spec.drain_timeout:g} s",
         f"  store: {Path(spec.store) / spec.name}/<new run directory>",
+        f"  checks: {_checks_line(spec)}",
         *(f"  {line}" for line in fault_lines),
     ]
+
+
+def _checks_line(spec: TrialSpec) -> str:
+    running = (
+        f"safety every {spec.check_every:g} s while running"
+        + (", stopping at the first anomaly" if spec.stop_on_anomaly else "")
+        if spec.check_every > 0
+        else "no running checks"
+    )
+    judged = (
+        "liveness violations make the run invalid (--liveness-bad)"
+        if spec.liveness_bad
+        else "liveness reported, not judged"
+    )
+    return f"{running}; final check after the drain; {judged}" + (" (--soak)" if spec.soak else "")
 
 
 def _summary(outcome: TrialOutcome) -> None:

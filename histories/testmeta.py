@@ -61,6 +61,9 @@ class TestMeta:
     # the safety checks while the run went (ktrial/watch.py): settings, checks, findings,
     # and ``stopped_early`` when --stop-on-anomaly ended the main phase
     watch: dict[str, Any] | None = None
+    # the checker settings the run asked for (``liveness_bad``, ``soak``): the final check,
+    # `ktrial check RUN` and `ktrial report --recheck` all read them from here
+    checker: dict[str, Any] | None = None
     interrupted: bool | None = None
     wall_end: float | None = None  # epoch seconds when the run's phases ended
     other: dict[str, Any] = field(default_factory=dict)  # every key not named above
@@ -162,7 +165,16 @@ class TestMeta:
 
 
 _NUMBERS = ("time_limit", "wall_start", "history_wall_start", "wall_end")
-_DICTS = ("cluster", "nemesis", "run", "drain", "workload_results", "cli_options", "watch")
+_DICTS = (
+    "cluster",
+    "nemesis",
+    "run",
+    "drain",
+    "workload_results",
+    "cli_options",
+    "watch",
+    "checker",
+)
 
 
 def _fits(name: str, value: Any) -> bool:
