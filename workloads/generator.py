@@ -37,6 +37,9 @@ class GenOptions:
     # Share of sends among send/poll (non-txn ops and txn micro-ops).
     send_share: float = 0.5
     sub_via: str = "assign"
+    # After this many ops no more polls (0: never): the consumers stop, a degraded run
+    # that a soak's liveness gate must fail (docs/soak.md).
+    stop_polls_after: int = 0
 
     def __post_init__(self) -> None:
         if self.n_keys < 1 or not 1 <= self.active_keys <= self.n_keys:
@@ -47,6 +50,8 @@ class GenOptions:
             raise ValueError(f"writes_per_key must be >= 1, got {self.writes_per_key}")
         if not 0.0 <= self.abort_p <= 1.0:
             raise ValueError(f"abort_p must be within [0, 1], got {self.abort_p}")
+        if self.stop_polls_after < 0:
+            raise ValueError(f"stop_polls_after must be >= 0, got {self.stop_polls_after}")
         if not self.max_txn_len >= 1:
             raise ValueError(f"max_txn_len must be >= 1, got {self.max_txn_len}")
         if self.sub_via not in ("assign", "subscribe"):
@@ -88,8 +93,12 @@ class Generator:
             self.base = (self.base + 1) % self.opts.n_keys
         return ["send", k, v]
 
+    @property
+    def polls_stopped(self) -> bool:
+        return 0 < self.opts.stop_polls_after < self.ops
+
     def _mop(self) -> list[Any]:
-        if self.rng.random() < self.opts.send_share:
+        if self.rng.random() < self.opts.send_share or self.polls_stopped:
             return self._send_mop()
         return ["poll"]
 
@@ -112,7 +121,7 @@ class Generator:
             n = self.rng.randint(1, o.max_txn_len)
             mops = [self._mop() for _ in range(n)]
             return GenOp("txn", mops, abort=self.rng.random() < o.abort_p)
-        if self.rng.random() < o.send_share:
+        if self.rng.random() < o.send_share or self.polls_stopped:
             n = self.rng.randint(1, o.max_send_len)
             return GenOp("send", [self._send_mop() for _ in range(n)])
         return GenOp("poll", [["poll"]])

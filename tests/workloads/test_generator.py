@@ -86,3 +86,21 @@ def test_options_are_validated() -> None:
         GenOptions(abort_p=1.5)
     with pytest.raises(ValueError, match="sub_via"):
         GenOptions(sub_via="poll")
+
+
+@pytest.mark.parametrize("txn", [False, True])
+def test_stop_polls_after_ends_every_read_and_nothing_else(txn: bool) -> None:
+    """A consumer that stops (docs/soak.md's degraded run): after N ops no poll, neither as
+    an op nor inside a transaction; before it the stream is the same as without the knob."""
+    base = Generator(GenOptions(txn=txn, reassign_p=0.0), seed=11)
+    stopping = Generator(GenOptions(txn=txn, reassign_p=0.0, stop_polls_after=200), seed=11)
+    before = [stopping.next() for _ in range(200)]
+    assert before == [base.next() for _ in range(200)]
+    assert any("poll" in repr(op.value) for op in before)
+    after = [stopping.next() for _ in range(500)]
+    assert all(m[0] == "send" for op in after for m in op.value)
+
+
+def test_stop_polls_after_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="stop_polls_after"):
+        GenOptions(stop_polls_after=-1)
