@@ -1,15 +1,18 @@
 """Apache Kafka as a `BrokerSystem`: KRaft combined nodes from jars, configured by profile.
 
 The pieces stay where they were (`kafka_config` renders server.properties, log4j2
-and the JVM options; `install` resolves the jars); this class is the small interface
-through which the local and docker backends use them.
+and the JVM options; `install` resolves the jars; `kafka_versions` says what each
+release line offers); this class is the small interface through which the local and
+docker backends use them. A run may pick the transaction protocol where the version
+has the transaction.version feature (4.0 on): it is fixed when the storage is
+formatted, and once the brokers answer, `observe` asks them which level is in effect.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .install import KafkaInstall, require_java, resolve
+from .install import DEFAULT_KAFKA_VERSION, KafkaInstall, require_java, resolve
 from .kafka_config import (
     PROFILES,
     NodeAddr,
@@ -19,6 +22,15 @@ from .kafka_config import (
     new_cluster_id,
     render_properties,
     server_properties,
+)
+from .kafka_features import FeatureProbeError, finalized_features
+from .kafka_versions import (
+    TRANSACTION_FEATURE,
+    KafkaLine,
+    capabilities,
+    check_supported,
+    check_transaction_version,
+    transaction_protocol,
 )
 from .system import NodePaths
 
@@ -38,21 +50,37 @@ class ApacheKafka:
         profile: str = "safe",
         broker_config: Mapping[str, str] | None = None,
         heap_mb: int = 512,
+        transaction_version: int | None = None,
     ) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}: use one of {', '.join(PROFILES)}")
+        if version is not None:  # else the default, or KAFKA_HOME's: checked in prepare()
+            check_transaction_version(check_supported(version), version, transaction_version)
         self.wanted_version = version
         self.profile = profile
         self.broker_config = dict(broker_config or {})
         self.heap_mb = heap_mb
+        self.transaction_version = transaction_version
         self.install: KafkaInstall | None = None
+        # what the brokers said (`observe`): finalized feature levels, or why not asked
+        self.observed_features: dict[str, int] | None = None
+        self.observe_error: str | None = None
 
     @staticmethod
     def new_cluster_id() -> str:
         return new_cluster_id()
 
     def prepare(self, auto_install: bool, log: Callable[[str], None]) -> None:
-        self.install = resolve(self.wanted_version, auto_install=auto_install, log=log)
+        install = resolve(self.wanted_version, auto_install=auto_install, log=log)
+        check_transaction_version(
+            capabilities(install.version), install.version, self.transaction_version
+        )
+        self.install = install
+
+    @property
+    def line(self) -> KafkaLine:
+        """What this version offers (its row of the supported-versions table)."""
+        return capabilities(self.version or self.wanted_version or DEFAULT_KAFKA_VERSION)
 
     def _installed(self) -> KafkaInstall:
         if self.install is None:
@@ -69,12 +97,52 @@ class ApacheKafka:
     def program(self) -> str:
         return self._installed().classpath
 
+    def observe(self, bootstrap: str) -> None:
+        """Ask a running broker for its finalized features (once; a failure is recorded)."""
+        if self.observed_features is not None:
+            return
+        try:
+            self.observed_features = finalized_features(bootstrap)
+            self.observe_error = None
+        except FeatureProbeError as e:
+            self.observe_error = str(e)
+
+    def transactions(self) -> dict[str, object]:
+        """The transaction protocol the brokers run: the transaction.version level and
+        "v1"/"v2", as the brokers reported it (`observe`), else as formatted."""
+        line = self.line
+        if self.observed_features is not None:
+            level: int | None = self.observed_features.get(TRANSACTION_FEATURE, 0)
+            source = "broker"  # finalized features in the brokers' ApiVersions answer
+        else:
+            level = self.transaction_version
+            if level is None:
+                level = line.default_transaction_level
+            source = "format"
+        if not line.transaction_levels:
+            level = None  # the version has no such feature: the classic protocol
+        out: dict[str, object] = {
+            "transaction_version": level,
+            "protocol": transaction_protocol(level),
+            "requested": self.transaction_version,
+            "source": source,
+        }
+        if self.observe_error:
+            out["observe_error"] = self.observe_error
+        return out
+
     def metadata(self) -> dict[str, object]:
-        return {
+        meta: dict[str, object] = {
             "broker": self.name,
             "broker_versions": [self.install.version] if self.install else [],
             "kafka_source": self.install.source if self.install else None,
         }
+        if self.install is not None:
+            meta["kafka_line"] = self.line.line
+            meta["transactions"] = self.transactions()
+            if self.observed_features is not None:
+                meta["features"] = dict(sorted(self.observed_features.items()))
+        return meta
 
     def node_files(
         self,
@@ -112,7 +180,8 @@ class ApacheKafka:
             "-c",
             paths.file(CONFIG),
         ]
-        for feature, level in format_features(self.profile).items():
+        features = format_features(self.profile, self.line, self.transaction_version)
+        for feature, level in features.items():
             cmd += ["--feature", f"{feature}={level}"]
         return cmd
 

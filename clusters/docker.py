@@ -364,9 +364,12 @@ class DockerCluster(OwnedCluster[DockerNode]):
         auto_install: bool = True,
         progress: Callable[[str], None] = _say,
         dockerd_paths: dockerd.DaemonPaths | None = None,
+        transaction_version: int | None = None,
     ) -> None:
         # The image is built from Apache Kafka's jars (clusters.docker_image).
-        self.kafka_system = ApacheKafka(kafka_version, profile, broker_config, heap_mb)
+        self.kafka_system = ApacheKafka(
+            kafka_version, profile, broker_config, heap_mb, transaction_version
+        )
         super().__init__(
             nodes=nodes,
             profile=profile,

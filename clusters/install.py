@@ -7,10 +7,16 @@ runtime jar into `<cache>/kafka/<version>/lib`. The copy goes to a temporary dir
 that is renamed into place and a marker file is written last, so a half-finished
 download is never mistaken for an installation. An unpacked Apache distribution in
 `$KAFKA_HOME` (its `libs/`) is accepted instead.
+
+Only the versions of `kafka_versions.LINES` are fetched (any patch release of a listed
+line); the pom leaves out the SLF4J binding Kafka 3.x brings (slf4j-reload4j), so every
+version logs through the one binding ktrial adds, into the node's log4j2 file. A 3.x
+installation made before that (it holds slf4j-reload4j) is fetched again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -19,6 +25,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .kafka_versions import UnsupportedVersion, check_supported, supported_text
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
 POM = Path(__file__).parent / "kafka-maven" / "pom.xml"  # a data folder, not a package
@@ -77,6 +85,25 @@ def check_version(version: str) -> str:
     return version
 
 
+def check_fetchable(version: str) -> str:
+    """A version ktrial may fetch from Maven Central: well formed and of a supported line."""
+    try:
+        check_supported(version)
+    except UnsupportedVersion as e:
+        raise InstallError(str(e)) from None
+    return version
+
+
+# A jar whose presence marks an installation resolved before the pom left Kafka 3.x's
+# own SLF4J binding out: two bindings, and the broker's log may go nowhere.
+STALE_BINDINGS = ("slf4j-reload4j-*.jar", "slf4j-log4j12-*.jar")
+
+
+def stale_bindings(lib_dir: Path) -> list[str]:
+    """Names of the extra SLF4J bindings in `lib_dir` (empty: one binding, as it should be)."""
+    return sorted(p.name for pattern in STALE_BINDINGS for p in lib_dir.glob(pattern))
+
+
 def from_kafka_home(home: Path) -> KafkaInstall:
     """An unpacked Apache Kafka distribution: jars in libs/, version from the kafka_ jar."""
     libs = home / "libs"
@@ -93,7 +120,8 @@ def from_kafka_home(home: Path) -> KafkaInstall:
 def find_installed(version: str, cache: Path | None = None) -> KafkaInstall | None:
     """The cached installation of `version` if it is complete, else None."""
     vdir = version_dir(check_version(version), cache)
-    if (vdir / MARKER).is_file() and (vdir / "lib").is_dir():
+    lib = vdir / "lib"
+    if (vdir / MARKER).is_file() and lib.is_dir() and not stale_bindings(lib):
         return KafkaInstall(version=version, lib_dir=vdir / "lib", source="maven-cache")
     return None
 
@@ -124,11 +152,24 @@ def _mvn_copy(mvn: str, version: str, out: Path, slf4j2: bool, log: Callable[[st
     log(f"resolving Kafka {version} from Maven Central: {' '.join(cmd)}")
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=out.parent)
     if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        said = proc.stdout + proc.stderr
+        if missing := _missing_artifact(said, version):
+            raise InstallError(
+                f"Kafka {version} is not on Maven Central as ktrial needs it ({missing} "
+                f"could not be resolved); supported: {supported_text()}"
+            )
+        tail = "\n".join(said.strip().splitlines()[-25:])
         raise InstallError(
             f"mvn failed for Kafka {version} (exit {proc.returncode}); is {version} on Maven "
             f"Central and is the network to it open?\n{tail}"
         )
+
+
+def _missing_artifact(mvn_output: str, version: str) -> str | None:
+    """The org.apache.kafka artifact of `version` mvn could not find, if that is why it failed."""
+    m = re.search(rf"org\.apache\.kafka:([\w.-]+):jar:{re.escape(version)}\b", mvn_output)
+    unresolved = "not found" in mvn_output or "Could not find artifact" in mvn_output
+    return f"org.apache.kafka:{m[1]}:{version}" if m and unresolved else None
 
 
 def install(
@@ -145,6 +186,7 @@ def install(
     slf4j-api says otherwise.
     """
     check_version(version)
+    check_fetchable(version)
     if not force and (found := find_installed(version, cache)):
         return found
     require_java()
@@ -162,6 +204,11 @@ def install(
             _mvn_copy(mvn, version, lib, slf4j2=True, log=log)
         if not list(lib.glob(f"kafka_2.13-{version}.jar")):
             raise InstallError(f"mvn finished but {lib} holds no kafka_2.13-{version}.jar")
+        if extra := stale_bindings(lib):
+            raise InstallError(
+                f"Kafka {version} resolved with a second SLF4J binding ({', '.join(extra)}); "
+                f"the exclusions in {POM} no longer cover it"
+            )
         final = vdir / "lib"
         (vdir / MARKER).unlink(missing_ok=True)
         if final.exists():
@@ -172,6 +219,8 @@ def install(
         os.replace(marker_tmp, vdir / MARKER)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            vdir.rmdir()  # only if empty: a version that failed to resolve leaves no folder
     installed = find_installed(version, cache)
     assert installed is not None
     return installed
@@ -191,7 +240,7 @@ def resolve(
     home = os.environ.get("KAFKA_HOME")
     if home and version is None:
         return from_kafka_home(Path(home))
-    version = version or DEFAULT_KAFKA_VERSION
+    version = check_fetchable(version or DEFAULT_KAFKA_VERSION)
     found = find_installed(version, cache)
     if found:
         return found

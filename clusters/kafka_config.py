@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .kafka_versions import ELR_FEATURE, TRANSACTION_FEATURE, KafkaLine
+
 CLIENT = "CLIENT"
 REPLICATION = "REPLICATION"
 CONTROLLER = "CONTROLLER"
@@ -94,17 +96,27 @@ def profile_settings(profile: str, nodes: int) -> dict[str, str]:
 PROFILES = ("safe", "unsafe")
 
 
-def format_features(profile: str) -> dict[str, str]:
+def format_features(
+    profile: str, line: KafkaLine, transaction_version: int | None = None
+) -> dict[str, str]:
     """Feature levels fixed when the storage is formatted (`StorageTool format --feature`).
 
     Kafka 4.1 turns Eligible Leader Replicas (KIP-966) on for new clusters: the
     controller then prefers replicas that were safely caught up, which masks the
     classic unclean-election losses the unsafe profile is meant to expose. unsafe
-    formats with ELR off; safe keeps the version's default.
+    formats with ELR off where the feature exists (4.0 on); safe keeps the version's
+    default. `transaction_version` (checked against the line by the caller) sets the
+    transaction.version feature; None keeps the version's default. A line whose format
+    takes no `--feature` (3.7) gets none.
     """
-    if profile == "unsafe":
-        return {"eligible.leader.replicas.version": "0"}
-    return {}
+    if not line.format_features:
+        return {}
+    out: dict[str, str] = {}
+    if profile == "unsafe" and line.elr_feature:
+        out[ELR_FEATURE] = "0"
+    if transaction_version is not None:
+        out[TRANSACTION_FEATURE] = str(transaction_version)
+    return out
 
 
 def quorum_voters(nodes: Sequence[NodeAddr]) -> str:

@@ -274,6 +274,7 @@ class LocalCluster(OwnedCluster[LocalNode]):
         keep_work_dir: bool = False,
         save_data_to: Path | str | None = None,
         system: BrokerSystem | None = None,
+        transaction_version: int | None = None,
     ) -> None:
         super().__init__(
             nodes=nodes,
@@ -286,6 +287,7 @@ class LocalCluster(OwnedCluster[LocalNode]):
             auto_install=auto_install,
             client_advertise=client_advertise,
             system=system,
+            transaction_version=transaction_version,
         )
         root = netns.is_root()
         if use_netns and not root:

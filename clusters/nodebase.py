@@ -201,12 +201,13 @@ class OwnedCluster(AdminCluster[BN]):
         auto_install: bool,
         client_advertise: ClientAdvertise | None = None,
         system: BrokerSystem | None = None,
+        transaction_version: int | None = None,
     ) -> None:
         super().__init__()
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.system: BrokerSystem = system or ApacheKafka(
-            kafka_version, profile, broker_config, heap_mb
+            kafka_version, profile, broker_config, heap_mb, transaction_version
         )
         self.size = nodes
         self.profile = profile
@@ -368,6 +369,8 @@ class OwnedCluster(AdminCluster[BN]):
         """All brokers registered and a RF-3 test topic fully in sync, through the admin API."""
         self._pending, self._ready_created = list(self._nodes), False
         super().wait_ready(timeout)
+        if isinstance(self.system, ApacheKafka):  # the transaction protocol in effect
+            self.system.observe(self.direct_bootstrap_servers)
 
     def _ready_step(self, admin: Any) -> str:
         md = admin.list_topics(timeout=5)

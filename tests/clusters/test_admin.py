@@ -269,6 +269,13 @@ def test_apache_kafka_commands_and_files_for_host_and_container_paths() -> None:
         "broker": "apache-kafka",
         "broker_versions": ["4.1.1"],
         "kafka_source": "maven-cache",
+        "kafka_line": "4.1",
+        "transactions": {
+            "transaction_version": 2,
+            "protocol": "v2",
+            "requested": None,
+            "source": "format",
+        },
     }
 
 

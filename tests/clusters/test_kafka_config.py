@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ktrial.clusters import clean, kafka_config
+from ktrial.clusters import clean, kafka_config, kafka_versions
 from ktrial.clusters.kafka_config import NodeAddr, Ports
 
 
@@ -49,8 +49,9 @@ def test_profiles() -> None:
     unsafe = kafka_config.profile_settings("unsafe", 3)
     assert unsafe["min.insync.replicas"] == "1"
     assert unsafe["unclean.leader.election.enable"] == "true"
-    assert kafka_config.format_features("unsafe") == {"eligible.leader.replicas.version": "0"}
-    assert kafka_config.format_features("safe") == {}
+    k41 = kafka_versions.check_supported("4.1.1")
+    assert kafka_config.format_features("unsafe", k41) == {"eligible.leader.replicas.version": "0"}
+    assert kafka_config.format_features("safe", k41) == {}
     with pytest.raises(ValueError, match="unknown profile"):
         kafka_config.profile_settings("reckless", 3)
 
