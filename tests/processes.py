@@ -8,6 +8,9 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
 
 
 def dead_pid() -> int:
@@ -40,3 +43,39 @@ class Procs:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(10)
+
+
+def confine_clean(
+    monkeypatch: Any, pids: Collection[int] = (), namespaces: Collection[str] = ()
+) -> None:
+    """Let `nemesis.clean` see only the test's own processes and namespaces.
+
+    A clean with ``all=True`` removes the leftovers of *live* runs too: run for real on a
+    machine where a soak is going, a test would kill that run's Toxiproxy and balloons
+    and delete its partition rules. Confined, the test still drives the real scan of
+    /proc and of the namespace's rules, over what the test made and nothing else."""
+    from ktrial.nemesis import clean
+
+    real_marked = clean.marked_processes
+    mine = set(pids)
+
+    def marked(mark: str) -> Iterator[tuple[int, int | None]]:
+        return ((pid, owner) for pid, owner in real_marked(mark) if _descends(pid, mine))
+
+    monkeypatch.setattr(clean, "marked_processes", marked)
+    monkeypatch.setattr(clean, "ktrial_namespaces", lambda: list(namespaces))
+
+
+def _descends(pid: int, roots: set[int]) -> bool:
+    """Whether `pid` is one of `roots` or a descendant (stress-ng forks its workers)."""
+    seen = 0
+    while pid > 1 and seen < 64:
+        if pid in roots:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+        seen += 1
+    return False

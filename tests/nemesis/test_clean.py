@@ -25,14 +25,16 @@ from ktrial.nemesis.memory import ENV_MARK as BALLOON_MARK
 from ktrial.nemesis.process import process_state
 from ktrial.nemesis.toxiproxy import ENV_MARK as TOXIPROXY_MARK
 from ktrial.nemesis.toxiproxy import default_binary
-from ktrial.tests.processes import Procs, dead_pid
+from ktrial.tests.processes import Procs, confine_clean, dead_pid
 
 
 def mentions(lines: list[str], pids: set[int]) -> list[str]:
     return [ln for ln in lines if any(f" pid {p} " in ln for p in pids)]
 
 
-def test_marks_that_ktrial_did_not_set_are_left_alone(procs: Procs) -> None:
+def test_marks_that_ktrial_did_not_set_are_left_alone(
+    procs: Procs, monkeypatch: pytest.MonkeyPatch
+) -> None:
     users = {
         procs.start(["sleep", "60"], **{BALLOON_MARK: "abc"}),
         procs.start(["sleep", "60"], **{TOXIPROXY_MARK: "abc"}),
@@ -43,6 +45,7 @@ def test_marks_that_ktrial_did_not_set_are_left_alone(procs: Procs) -> None:
         procs.start(["sleep", "60"], **{TOXIPROXY_MARK: str(dead_pid())}),
     }
     time.sleep(0.2)  # exec done: /proc/<pid>/environ is sleep's
+    confine_clean(monkeypatch, pids=users)  # all=True must not reach a live run's processes
     real = nclean.clean_leftovers(all=False)
     assert mentions(real, users) == [] and all(is_alive(p, None) for p in users)
     real = nclean.clean_leftovers(all=True)
@@ -137,7 +140,9 @@ def rules(ns: str) -> list[str]:
 
 
 @root_only
-def test_rules_of_dead_owners_go_and_live_ones_stay_unless_all(namespace: str) -> None:
+def test_rules_of_dead_owners_go_and_live_ones_stay_unless_all(
+    namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for owner, src in ((dead_pid(), "10.254.0.2"), (os.getpid(), "10.254.0.3")):
         subprocess.run(
             [
@@ -164,6 +169,7 @@ def test_rules_of_dead_owners_go_and_live_ones_stay_unless_all(namespace: str) -
     removed = clean_rules(all=False)
     assert [r for r in removed if namespace in r and "10.254.0.2" in r]
     assert len(rules(namespace)) == 1 and "10.254.0.3" in rules(namespace)[0]
+    confine_clean(monkeypatch, namespaces=[namespace])  # not a live run's partition rules
     clean_rules(all=True)
     assert rules(namespace) == []
 

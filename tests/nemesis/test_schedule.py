@@ -41,6 +41,7 @@ from ktrial.nemesis.clean import clean_processes
 from ktrial.nemesis.memory import ENV_MARK as BALLOON_MARK
 from ktrial.nemesis.process import process_state
 from ktrial.nemesis.schedule import parse_script
+from ktrial.tests.processes import confine_clean
 
 # plain processes have no controller to ask for: draw targets without the admin API
 ONE = {"kill": {"targets": "one"}, "pause": {"targets": "one"}}
@@ -300,7 +301,7 @@ def test_cli_options() -> None:
 
 
 @pytest.mark.skipif(shutil.which("stress-ng") is None, reason="needs stress-ng")
-def test_clean_kills_balloons_of_dead_runs_only() -> None:
+def test_clean_kills_balloons_of_dead_runs_only(monkeypatch: pytest.MonkeyPatch) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     import os
@@ -315,6 +316,8 @@ def test_clean_kills_balloons_of_dead_runs_only() -> None:
         assert any(str(orphan.pid) in r for r in removed)
         assert orphan.wait(5) == -signal.SIGKILL
         assert mine.poll() is None
+        # all=True kills live runs' balloons too: only this test's may be in reach
+        confine_clean(monkeypatch, pids={orphan.pid, mine.pid})
         clean_processes(BALLOON_MARK, "stress-ng balloon", all=True)
         assert mine.wait(5) == -signal.SIGKILL
     finally:
