@@ -311,6 +311,11 @@ class Trial:
         )
         nem.check_supported()
         stack.callback(nem.close)  # refuses later fault starts, then heals
+        if proxies is not None:  # a Toxiproxy that dies cuts every client off: say so
+            from .nemesis.harness import HarnessWatch
+
+            watch = HarnessWatch({"Toxiproxy": proxies.server}, recorder, self.say).start()
+            stack.callback(watch.close)  # before the proxies are stopped on purpose
         if self.spec.node_stats_interval > 0:
             sampler = NodeStatsSampler(cluster.nodes, recorder, self.spec.node_stats_interval)
             stack.callback(sampler.start().close)  # closed before the history is

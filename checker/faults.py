@@ -23,8 +23,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..histories.model import FAULT_START_F, Op
+from .liveness import VIOLATION_TYPES
 
 START_F = FAULT_START_F  # the op that begins each fault family
+HARNESS_ERROR_F = "harness-error"  # ktrial's own helper died mid-run (nemesis/harness.py)
 MAX_ERRORS = 20  # errors kept in results.json (the count is always exact)
 
 
@@ -111,11 +113,44 @@ def _order(asked: list[str]) -> Any:
     return lambda f: (asked.index(f) if f in asked else len(asked), f)
 
 
+def harness_failures(nemesis_ops: Iterable[Op]) -> list[dict[str, Any]]:
+    """The ``harness-error`` ops: ktrial's own helper processes that died mid-run."""
+    out = []
+    for op in nemesis_ops:
+        if op.f == HARNESS_ERROR_F:
+            v = op.value if isinstance(op.value, Mapping) else {"error": str(op.value)}
+            out.append({**v, "time_s": round(op.time / 1e9, 3)})
+    return out
+
+
+def apply_harness(results: dict[str, Any], failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run whose harness failed cannot be VALID, and its liveness violations are the
+    harness's, not the system's: such a verdict becomes ``unknown`` (safety anomalies
+    keep it INVALID: a lost or duplicated value is real whatever the harness did)."""
+    if not failures:
+        return results
+    first = failures[0]
+    results["harness_errors"] = failures
+    results["warnings"] = [
+        f"HARNESS FAILURE at t={first['time_s']:g} s: {first.get('error', first)}",
+        *results.get("warnings", []),
+    ]
+    bad = set(results.get("bad_error_types") or [])
+    if results.get("valid") is True or (
+        results.get("valid") is False and bad and bad <= set(VIOLATION_TYPES)
+    ):
+        results["valid"] = "unknown"
+    return results
+
+
 def apply(
     results: dict[str, Any], meta: Mapping[str, Any] | None, nemesis_ops: Iterable[Op]
 ) -> dict[str, Any]:
     """Add the ``faults`` section and its ``warnings`` to `results`; a VALID verdict of a
-    run whose faults did not all happen becomes ``unknown``."""
+    run whose faults did not all happen becomes ``unknown``; so does one whose harness
+    failed (:func:`apply_harness`)."""
+    nemesis_ops = list(nemesis_ops)
+    apply_harness(results, harness_failures(nemesis_ops))
     section = outcome(meta, nemesis_ops)
     if section is None:
         return results

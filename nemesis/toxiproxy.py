@@ -215,6 +215,11 @@ class ToxiproxyServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def died(self) -> int | None:
+        """The exit status if the server exited without `stop` (negative: the signal that
+        killed it), else None (running, never started, or stopped by us)."""
+        return None if self._proc is None else self._proc.poll()
+
     def stop(self) -> None:
         """Terminate the server (SIGKILL after 5 s); idempotent."""
         proc, self._proc = self._proc, None
