@@ -35,7 +35,7 @@ needs_toxiproxy = pytest.mark.skipif(
 def test_a_killed_toxiproxy_is_recorded_once_with_its_signal() -> None:
     server = ToxiproxyServer()
     server.start()
-    rec, said = Rec(), []
+    rec, said = Rec(), list[str]()
     watch = HarnessWatch({"Toxiproxy": server}, rec, said.append, interval_s=0.05).start()
     try:
         time.sleep(0.2)
