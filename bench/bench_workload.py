@@ -6,6 +6,7 @@ settles; a cold cluster measured 40-60 % slower), then:
 1. the queue workload without faults, idempotent (no txn), for --seconds, recorded
    to a real history (ops/s = completed ops / main-phase seconds);
 2. the same with --txn (transactions of 1-4 micro-ops);
+   (each with every --driver: confluent, franz);
 3. org.apache.kafka.tools.ProducerPerformance (acks=all, enable.idempotence=true,
    100-byte records, unthrottled) on a fresh RF-3 topic.
 Prints one JSON object; also the load average, since this machine is shared.
@@ -160,6 +161,11 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="librdkafka consumer override for every run (repeatable)",
     )
+    ap.add_argument(
+        "--driver",
+        default="confluent",
+        help="client driver(s): confluent, franz; a comma-separated list runs each in turn",
+    )
     ap.add_argument("--no-txn", action="store_true", help="skip the --txn runs")
     ap.add_argument("--no-perf", action="store_true", help="skip ProducerPerformance")
     ap.add_argument(
@@ -184,14 +190,14 @@ def main() -> None:
             modes: list[tuple[str, dict[str, Any]]] = [("idempotent", {})]
             if not a.no_txn:
                 modes.append(("txn", {"txn": True}))
-            for mode, opts in modes:
+            for (mode, opts), driver in ((m, d) for m in modes for d in a.driver.split(",")):
                 r = run_queue(
                     cluster,
-                    {"concurrency": c, **extra, **opts},
+                    {"concurrency": c, **extra, **opts, "driver": driver},
                     a.seconds,
-                    out / f"{mode}-{c}.jsonl",
+                    out / f"{mode}-{driver}-{c}.jsonl",
                 )
-                res[f"{mode}-c{c}"] = r
+                res[f"{mode}-{driver}-c{c}"] = r
                 print(json.dumps(r), flush=True)
         if not a.no_perf:
             res["producer_perf_test"] = run_perf_test(cluster, a.perf_records)

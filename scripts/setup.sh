@@ -82,4 +82,30 @@ if [ ! -x "$toxi" ]; then
   mv "$tmp/server" "$toxi"
   rm -rf "$tmp"
 fi
+# 5. kfake (franz-go's in-memory Kafka, `--cluster kfake`): systems/kfake built with Go,
+# rebuilt only when its sources change (their hash is kept beside the binary)
+kfake="${KTRIAL_CACHE:-$HOME/.cache/ktrial}/bin/ktrial-kfake"
+kfake_want=$(cat systems/kfake/go.mod systems/kfake/go.sum systems/kfake/*.go | sha256sum | cut -d' ' -f1)
+if [ ! -x "$kfake" ] || [ "$(cat "$kfake.sha256" 2>/dev/null)" != "$kfake_want" ]; then
+  log "building kfake (systems/kfake) from the Go module proxy"
+  mkdir -p "$(dirname "$kfake")"
+  step "go build kfake" env PATH="$PATH:/usr/local/go/bin" \
+    sh -c 'cd systems/kfake && go build -o "$1.tmp" . && mv "$1.tmp" "$1"' sh "$kfake"
+  echo "$kfake_want" >"$kfake.sha256"
+fi
+# 6. Driver workers (docs/drivers.md): workers/<name> built with Go into workers/bin
+# (gitignored), rebuilt only when its sources change (their hash is kept beside it)
+for src in workers/*/; do
+  [ -f "${src}go.mod" ] || continue
+  name=$(basename "$src")
+  bin="workers/bin/ktrial-$name"
+  want=$(cat "$src"go.mod "$src"go.sum "$src"*.go | sha256sum | cut -d' ' -f1)
+  if [ ! -x "$bin" ] || [ "$(cat "$bin.sha256" 2>/dev/null)" != "$want" ]; then
+    log "building the $name driver worker ($src) from the Go module proxy"
+    mkdir -p workers/bin
+    step "go build $name worker" env PATH="$PATH:/usr/local/go/bin" \
+      sh -c 'cd "$1" && go build -o "$2.tmp" . && mv "$2.tmp" "$2"' sh "$src" "$here/$bin"
+    echo "$want" >"$bin.sha256"
+  fi
+done
 log "ready (tool output: $LOG)"

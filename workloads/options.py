@@ -1,7 +1,7 @@
 """The settings every workload is asked about, and how each workload takes them.
 
 `ktrial run` has one flag for each of these (--txn, --idempotence, --sub-via,
---abort-p, --crash-clients, --rate, --concurrency); a workload may take a setting,
+--abort-p, --crash-clients, --rate, --concurrency, --driver); a workload may take a setting,
 rename it (copy's `concurrency` is its number of copiers) or refuse it. Each
 workload's rules live with its options class (``from_common``); this module holds
 the shared record and the dispatch. Refusals are ValueErrors the command line shows
@@ -25,6 +25,7 @@ class CommonOptions:
     crash_clients: int | None = None
     rate: float | None = None
     concurrency: int | None = None
+    driver: str | None = None  # the client library (docs/drivers.md)
 
     def given(self, *names: str) -> dict[str, Any]:
         """{name: value} of those of `names` that were given."""
@@ -38,6 +39,11 @@ class CommonOptions:
                 "--txn, --no-idempotence and --sub-via apply to the queue workload; copy is "
                 "always transactional and idempotent and reads through its consumer group"
             )
+        if self.driver not in (None, "confluent"):
+            raise ValueError(
+                f"--driver {self.driver} runs the queue workload only; the copy and txn-cost"
+                " workloads use --driver confluent"
+            )
 
 
 def workload_options(
@@ -49,9 +55,12 @@ def workload_options(
     crash_clients: int | None = None,
     rate: float | None = None,
     concurrency: int | None = None,
+    driver: str | None = None,
 ) -> dict[str, Any]:
     """The common settings -> workload `workload`'s option dict (only what it takes)."""
-    common = CommonOptions(txn, idempotence, sub_via, abort_p, crash_clients, rate, concurrency)
+    common = CommonOptions(
+        txn, idempotence, sub_via, abort_p, crash_clients, rate, concurrency, driver
+    )
     if workload == "queue":
         from .queue import QueueOptions
 

@@ -26,6 +26,10 @@ from .generator import Generator, GenOp, GenOptions
 from .options import CommonOptions
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
+from .worker import WORKERS, WorkerConfig, worker_factory, worker_program
+from .worker import drain_clients as worker_drain_clients
+
+DRIVERS = ("confluent", *WORKERS)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class QueueOptions:
     crash_clients: int = 0  # one client crash every N ops (0: never)
     rate: float = 0.0  # ops/s over all workers (0: unlimited)
     concurrency: int = 16
+    driver: str = "confluent"  # the client library: confluent, or a worker (docs/drivers.md)
     n_keys: int = 32
     active_keys: int = 4
     writes_per_key: int = 256
@@ -48,6 +53,7 @@ class QueueOptions:
     replication_factor: int = 3
     # see DriverConfig.retire_after_unsure_abort (False reproduces a librdkafka lost write)
     retire_after_unsure_abort: bool = True
+    stop_polls_after: int = 0  # after this many ops, no more polls: a degraded run (docs/soak.md)
     run_id: str = ""
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
@@ -67,7 +73,13 @@ class QueueOptions:
         opts: dict[str, Any] = {"txn": True if common.txn is None else common.txn}
         opts.update(
             common.given(
-                "idempotence", "sub_via", "concurrency", "abort_p", "crash_clients", "rate"
+                "idempotence",
+                "sub_via",
+                "concurrency",
+                "abort_p",
+                "crash_clients",
+                "rate",
+                "driver",
             )
         )
         return opts
@@ -95,6 +107,7 @@ class QueueWorkload:
     ) -> None:
         self.opts = opts
         self.seed = seed
+        check_driver(opts)
         self.run_id = opts.run_id or os.urandom(4).hex()
         self.prefix = f"ktrial-{self.run_id}-q"
         self.keys = key_layout(self.prefix, opts.n_keys, opts.ppt)
@@ -109,6 +122,7 @@ class QueueWorkload:
                 crash_every=opts.crash_clients,
                 reassign_p=opts.reassign_p,
                 sub_via=opts.sub_via,
+                stop_polls_after=opts.stop_polls_after,
             ),
             seed,
         )
@@ -122,7 +136,7 @@ class QueueWorkload:
     def setup(self, cluster: Cluster) -> dict[str, Any]:
         topics = {t: self.opts.ppt for t in self.keys.topics()}
         cluster.create_topics(topics, replication_factor=self.opts.replication_factor)
-        self.cfg = DriverConfig(
+        self.cfg = self._config_class()(
             bootstrap=cluster.bootstrap_servers,
             keys=self.keys,
             group_id=f"ktrial-{self.run_id}-g",
@@ -137,6 +151,11 @@ class QueueWorkload:
         )
         return self.describe()
 
+    def _config_class(self) -> Callable[..., DriverConfig]:
+        if self.opts.driver == "confluent":
+            return DriverConfig
+        return partial(WorkerConfig, worker=self.opts.driver)
+
     def describe(self) -> dict[str, Any]:
         assert self.cfg is not None
         return {
@@ -150,6 +169,7 @@ class QueueWorkload:
             "txn": self.opts.txn,
             "idempotence": self.opts.idempotence,
             "sub_via": self.opts.sub_via,
+            "driver": self.opts.driver,
             # Kafka infers no ww order from the history alone; the checker may derive it
             # from offsets, which is what Jepsen's queue does.
             "ww_deps": True,
@@ -158,7 +178,9 @@ class QueueWorkload:
     # ------------------------------------------------------------------------ main phase
     def run(self, recorder: Recorder, stop: threading.Event) -> None:
         assert self.cfg is not None, "setup() first"
-        if self._make_factory is _confluent_factory:
+        if isinstance(self.cfg, WorkerConfig) and self._make_factory is _confluent_factory:
+            factory = worker_factory(self.cfg, stop)
+        elif self._make_factory is _confluent_factory:
             factory = _confluent_factory(self.cfg, stop)
         else:
             factory = self._make_factory(self.cfg)
@@ -221,10 +243,33 @@ class QueueWorkload:
     def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
         assert self.cfg is not None, "setup() first"
         targets = self.tracker.targets(self.keys.keys)
+        if isinstance(self.cfg, WorkerConfig):
+            wclients = worker_drain_clients(
+                self.cfg.worker,
+                self.cfg.bootstrap,
+                self.keys,
+                self.run_id,
+                self.opts.consumer_config,
+            )
+            return drain_mod.drain(recorder, wclients, targets, timeout_s)
         clients = drain_clients(
             self.cfg.bootstrap, self.keys, self.run_id, self.opts.consumer_config
         )
         return drain_mod.drain(recorder, clients, targets, timeout_s)
+
+
+def check_driver(opts: QueueOptions) -> None:
+    """Refuse a driver this workload cannot run (ValueError, shown as a usage error)."""
+    if opts.driver not in DRIVERS:
+        raise ValueError(f"unknown driver {opts.driver!r}; choose one of {', '.join(DRIVERS)}")
+    if opts.driver == "confluent":
+        return
+    if opts.sub_via != "assign":
+        raise ValueError(
+            f"the {opts.driver} driver assigns partitions; --sub-via subscribe needs"
+            " --driver confluent"
+        )
+    worker_program(opts.driver)  # built?
 
 
 def _assign(d: Driver, keys: list[int]) -> Completion:

@@ -14,6 +14,7 @@ from ktrial.histories.jsonl import read_history
 from ktrial.histories.store import create_run, load_json
 from ktrial.trial import TrialOutcome, run_workload
 from ktrial.workloads import make_workload
+from ktrial.workloads.worker import worker_program
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +51,8 @@ def run(
     assert meta["seed"] == seed and meta["keys"] and meta["drain"] == out.drain
     assert meta["consumer_config"]["isolation.level"] == "read_committed"
     assert meta["cluster"]["kind"] == "local"
+    if workload == "queue":
+        assert meta["driver"] == opts.get("driver", "confluent")
     return out
 
 
@@ -90,8 +93,23 @@ def assert_fully_drained(out: TrialOutcome) -> None:
 # bench/RESULTS.md "Workload throughput").
 
 
-def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
-    opts = {"txn": False, "concurrency": 16, "crash_clients": 200}
+def driver_param(name: str) -> Any:
+    """A --driver to run with; a worker driver is skipped when its program is not built."""
+    if name == "confluent":
+        return name
+    try:
+        worker_program(name)
+    except ValueError as e:
+        return pytest.param(name, marks=pytest.mark.skip(reason=str(e)))
+    return name
+
+
+DRIVERS = [driver_param("confluent"), driver_param("franz")]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path, driver: str) -> None:
+    opts = {"txn": False, "concurrency": 16, "crash_clients": 200, "driver": driver}
     out = run(local_cluster, tmp_path, "queue", opts, 30, {"send:ok": 2000, "poll:ok": 1000})
     assert out.results is not None and out.results["valid"] is True, explain(out)
     assert n(out, "send", "ok") >= 800 and n(out, "poll", "ok") >= 800, out.counts
@@ -100,8 +118,15 @@ def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path) -> No
     assert_fully_drained(out)
 
 
-def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
-    opts = {"txn": True, "abort_p": 0.1, "concurrency": 16, "crash_clients": 150}
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path, driver: str) -> None:
+    opts = {
+        "txn": True,
+        "abort_p": 0.1,
+        "concurrency": 16,
+        "crash_clients": 150,
+        "driver": driver,
+    }
     out = run(local_cluster, tmp_path, "queue", opts, 30, {"txn:ok": 500, "txn:fail": 25})
     assert out.results is not None and out.results["valid"] is True, explain(out)
     assert n(out, "txn", "ok") >= 150, out.counts

@@ -1,0 +1,81 @@
+"""A fake driver worker for the Python adapter's tests: the JSON-lines contract over an
+in-memory log, no Kafka. It stands in for the worker process only where the unit under
+test is the Python side (workloads/worker/); the real worker runs in tests/integration.
+
+Behaviour is scripted through the environment:
+
+* FAKE_LOG: a file each request is appended to, one JSON line (the calls the adapter made);
+* FAKE_FAIL: ``call=NAME`` pairs (comma-separated): that call answers an error record named NAME;
+* FAKE_FAIL_SEND: an error name every send's delivery report carries;
+* FAKE_HANG: a call that never answers; FAKE_DIE: a call on which the worker exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def main() -> None:
+    log_path = os.environ.get("FAKE_LOG")
+    fail = dict(p.split("=", 1) for p in os.environ.get("FAKE_FAIL", "").split(",") if p)
+    fail_send = os.environ.get("FAKE_FAIL_SEND")
+    hang, die = os.environ.get("FAKE_HANG"), os.environ.get("FAKE_DIE")
+    logs: dict[tuple[str, int], list[str]] = {}
+    pos: dict[tuple[str, int], int] = {}
+    pending: list[dict[str, Any]] = []
+    for line in sys.stdin:
+        req = json.loads(line)
+        call = req["call"]
+        if log_path:
+            with open(log_path, "a") as f:
+                f.write(json.dumps(req) + "\n")
+        if call == die:
+            sys.exit(3)
+        if call == hang:
+            time.sleep(3600)
+        reply: dict[str, Any] = {"id": req["id"], "ok": True}
+        if call in fail:
+            reply = {
+                "id": req["id"],
+                "ok": False,
+                "error": {"name": fail[call], "message": "scripted"},
+            }
+        elif call == "produce":
+            for r in req["records"]:
+                tp = (r["topic"], r["partition"])
+                if fail_send:
+                    d = {"op": r["op"], "i": r["i"], "error": {"name": fail_send, "message": "x"}}
+                else:
+                    logs.setdefault(tp, []).append(r["value"])
+                    d = {"op": r["op"], "i": r["i"], "offset": len(logs[tp]) - 1}
+                pending.append(d)
+        elif call == "flush":
+            reply["results"], reply["unreported"] = pending, 0
+            pending = []
+        elif call == "assign":
+            pos = {(o["topic"], o["partition"]): o["offset"] for o in req["offsets"]}
+        elif call == "seek":
+            for o in req["offsets"]:
+                pos[(o["topic"], o["partition"])] = o["offset"]
+        elif call == "fetch":
+            recs = []
+            for (t, p), off in sorted(pos.items()):
+                for o, v in enumerate(logs.get((t, p), [])[off:], start=off):
+                    recs.append([t, p, o, v])
+                pos[(t, p)] = len(logs.get((t, p), []))
+            reply["records"], reply["errors"] = recs[: req.get("max") or None], []
+        elif call == "position":
+            reply["positions"] = [
+                {**o, "offset": pos.get((o["topic"], o["partition"]), -1)} for o in req["offsets"]
+            ]
+        print(json.dumps(reply), flush=True)
+        if call == "close":
+            return
+
+
+if __name__ == "__main__":
+    main()

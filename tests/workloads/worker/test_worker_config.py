@@ -1,0 +1,96 @@
+"""Worker settings (workloads/worker/config.py) and choosing a driver for the queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ktrial.workloads.driver import KeyMap, TopicPartition
+from ktrial.workloads.options import CommonOptions, workload_options
+from ktrial.workloads.queue import QueueOptions, QueueWorkload
+from ktrial.workloads.worker.config import WorkerConfig, worker_program
+
+KEYS = KeyMap({0: TopicPartition("t", 0)})
+
+
+def test_franz_settings_are_the_careful_defaults_with_overrides() -> None:
+    cfg = WorkerConfig(
+        bootstrap="b:1",
+        keys=KEYS,
+        group_id="g",
+        txn=True,
+        idempotence=True,
+        producer_overrides={"acks": "1"},
+        consumer_overrides={"fetch.max.wait.ms": 100},
+    )
+    p, c = cfg.producer_config(), cfg.consumer_config()
+    assert p["acks"] == "1" and p["enable.idempotence"] is True
+    assert p["transaction.timeout.ms"] == 10000 and p["bootstrap.servers"] == "b:1"
+    assert c["isolation.level"] == "read_committed" and c["fetch.max.wait.ms"] == 100
+    assert c["group.id"] == "g"
+    s = cfg.settings(produce=False, consume=True)
+    assert "acks" not in s and "group.id" not in s and s["auto.offset.reset"] == "earliest"
+    assert (
+        "transaction.timeout.ms"
+        not in WorkerConfig(bootstrap="b", keys=KEYS, group_id="g").producer_config()
+    )
+
+
+def fake_program(tmp_path: Path) -> Path:
+    prog = tmp_path / "w"
+    prog.write_text("#!/bin/sh\n")
+    prog.chmod(0o755)
+    return prog
+
+
+def test_a_worker_that_was_not_built_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match=r"not built: run scripts/setup\.sh"):
+        worker_program("franz")
+    with pytest.raises(ValueError, match="unknown worker driver"):
+        worker_program("kcat")
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(fake_program(tmp_path)))
+    assert worker_program("franz") == tmp_path / "w"
+
+
+def test_the_queue_takes_the_driver_and_records_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(fake_program(tmp_path)))
+    opts = workload_options("queue", txn=False, driver="franz")
+    assert opts == {"txn": False, "driver": "franz"}
+    wl = QueueWorkload(QueueOptions.from_dict(opts), 1)
+
+    class Cluster:
+        bootstrap_servers = "b:1"
+
+        def create_topics(self, topics: object, replication_factor: int) -> None:
+            pass
+
+    meta = wl.setup(Cluster())  # type: ignore[arg-type]
+    assert meta["driver"] == "franz" and isinstance(wl.cfg, WorkerConfig)
+    assert meta["consumer_config"]["isolation.level"] == "read_committed"
+    assert "fetch.wait.max.ms" not in meta["consumer_config"]  # not librdkafka's settings
+    assert workload_options("queue") == {"txn": True}  # confluent unless asked
+
+
+def test_drivers_the_queue_cannot_run_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(fake_program(tmp_path)))
+    with pytest.raises(ValueError, match="unknown driver"):
+        QueueWorkload(QueueOptions(driver="kcat"), 1)
+    with pytest.raises(ValueError, match="subscribe needs --driver confluent"):
+        QueueWorkload(QueueOptions(driver="franz", sub_via="subscribe"), 1)
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(tmp_path / "gone"))
+    with pytest.raises(ValueError, match="not built"):
+        QueueWorkload(QueueOptions(driver="franz"), 1)
+
+
+@pytest.mark.parametrize("workload", ["copy", "txn-cost"])
+def test_other_workloads_refuse_a_worker_driver(workload: str) -> None:
+    with pytest.raises(ValueError, match="runs the queue workload only"):
+        workload_options(workload, driver="franz")
+    CommonOptions(driver="confluent").refuse_queue_only()  # the default: no refusal

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// setting turns one configuration value into client options.
+type setting func(v any) ([]kgo.Opt, error)
+
+func millis(f func(time.Duration) kgo.Opt) setting {
+	return func(v any) ([]kgo.Opt, error) {
+		n, err := number(v)
+		if err != nil {
+			return nil, err
+		}
+		return []kgo.Opt{f(time.Duration(n) * time.Millisecond)}, nil
+	}
+}
+
+func producerMillis(f func(time.Duration) kgo.ProducerOpt) setting {
+	return millis(func(d time.Duration) kgo.Opt { return f(d) })
+}
+
+func consumerMillis(f func(time.Duration) kgo.ConsumerOpt) setting {
+	return millis(func(d time.Duration) kgo.Opt { return f(d) })
+}
+
+// settings: the names ktrial writes to test.json (Kafka's property names where one
+// exists), each mapped onto franz-go options. An unknown name is an error.
+var settings = map[string]setting{
+	"acks": func(v any) ([]kgo.Opt, error) {
+		switch fmt.Sprint(v) {
+		case "all", "-1":
+			return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}, nil
+		case "1":
+			return []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck())}, nil
+		case "0":
+			return []kgo.Opt{kgo.RequiredAcks(kgo.NoAck())}, nil
+		}
+		return nil, fmt.Errorf("want all, 1 or 0")
+	},
+	"enable.idempotence": func(v any) ([]kgo.Opt, error) {
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("want true or false")
+		}
+		if b {
+			return nil, nil
+		}
+		return []kgo.Opt{kgo.DisableIdempotentWrite()}, nil
+	},
+	"max.in.flight.requests.per.connection": func(v any) ([]kgo.Opt, error) {
+		n, err := number(v)
+		if err != nil {
+			return nil, err
+		}
+		return []kgo.Opt{kgo.MaxProduceRequestsInflightPerBroker(int(n))}, nil
+	},
+	"linger.ms":              producerMillis(kgo.ProducerLinger),
+	"request.timeout.ms":     producerMillis(kgo.ProduceRequestTimeout),
+	"delivery.timeout.ms":    producerMillis(kgo.RecordDeliveryTimeout),
+	"transaction.timeout.ms": producerMillis(kgo.TransactionTimeout),
+	"retry.backoff.ms": func(v any) ([]kgo.Opt, error) {
+		n, err := number(v)
+		if err != nil {
+			return nil, err
+		}
+		d := time.Duration(n) * time.Millisecond
+		return []kgo.Opt{
+			kgo.RetryBackoffFn(func(int) time.Duration { return d }),
+			kgo.ConcurrentTransactionsBackoff(d),
+		}, nil
+	},
+	"isolation.level": func(v any) ([]kgo.Opt, error) {
+		switch fmt.Sprint(v) {
+		case "read_committed":
+			return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}, nil
+		case "read_uncommitted":
+			return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadUncommitted())}, nil
+		}
+		return nil, fmt.Errorf("want read_committed or read_uncommitted")
+	},
+	"auto.offset.reset": func(v any) ([]kgo.Opt, error) {
+		switch fmt.Sprint(v) {
+		case "earliest":
+			return []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, nil
+		case "latest":
+			return []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())}, nil
+		}
+		return nil, fmt.Errorf("want earliest or latest")
+	},
+	"fetch.max.wait.ms":                  consumerMillis(kgo.FetchMaxWait),
+	"socket.connection.setup.timeout.ms": millis(kgo.DialTimeout),
+	"metadata.max.age.ms":                millis(kgo.MetadataMaxAge),
+	"metadata.min.age.ms":                millis(kgo.MetadataMinAge),
+	"request.timeout.overhead.ms":        millis(kgo.RequestTimeoutOverhead),
+	"retry.timeout.ms":                   millis(kgo.RetryTimeout),
+}
+
+func number(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case string:
+		return strconv.ParseFloat(x, 64)
+	}
+	return 0, fmt.Errorf("want a number, got %v", v)
+}
+
+// options: the client options of an open request.
+func options(r *request) ([]kgo.Opt, error) {
+	if strings.TrimSpace(r.Bootstrap) == "" {
+		return nil, fmt.Errorf("open: bootstrap is empty")
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(strings.Split(r.Bootstrap, ",")...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.KeepControlRecords(), // markers move the reported position (see positions)
+		kgo.ProducerLinger(0),
+	}
+	if lvl := os.Getenv("KTRIAL_FRANZ_LOG"); lvl != "" { // debug, info, warn or error
+		l, ok := map[string]kgo.LogLevel{
+			"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo,
+			"warn": kgo.LogLevelWarn, "error": kgo.LogLevelError,
+		}[lvl]
+		if !ok {
+			return nil, fmt.Errorf("KTRIAL_FRANZ_LOG=%s: want debug, info, warn or error", lvl)
+		}
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, l, nil)))
+	}
+	if r.ClientID != "" {
+		opts = append(opts, kgo.ClientID(r.ClientID))
+	}
+	if r.TxnID != "" {
+		opts = append(opts, kgo.TransactionalID(r.TxnID))
+	}
+	names := make([]string, 0, len(r.Settings))
+	for k := range r.Settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		f, ok := settings[k]
+		if !ok {
+			known := make([]string, 0, len(settings))
+			for n := range settings {
+				known = append(known, n)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("unknown setting %q; the franz worker knows: %s", k, strings.Join(known, ", "))
+		}
+		o, err := f(r.Settings[k])
+		if err != nil {
+			return nil, fmt.Errorf("setting %s=%v: %v", k, r.Settings[k], err)
+		}
+		opts = append(opts, o...)
+	}
+	return opts, nil
+}

@@ -1,0 +1,96 @@
+"""Worker drivers' settings: where a worker's program is, and the franz-go defaults.
+
+A worker driver takes the run's settings (:class:`..ops.OpSettings`: keys, txn,
+time budgets ...) from :class:`.WorkerConfig`, a :class:`..confluent.DriverConfig`
+with the worker's own client settings instead of librdkafka's. The settings travel
+to the worker in its ``open`` request under the names written to test.json (Kafka's
+property names where one exists); the worker refuses a name it does not know.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..confluent.config import DriverConfig
+
+# The drivers that run as worker processes, each built by scripts/setup.sh into
+# workers/bin/ktrial-<name> (KTRIAL_WORKER_<NAME> names another program).
+WORKERS = ("franz",)
+BIN_DIR = Path(__file__).resolve().parents[2] / "workers" / "bin"
+
+# franz-go: the careful tester's choices of the confluent defaults, in the names the
+# franz worker knows (workers/franz/settings.go).
+FRANZ_PRODUCER_CONFIG: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 0,
+    "request.timeout.ms": 5000,
+    "delivery.timeout.ms": 10000,
+    "retry.backoff.ms": 20,
+    "socket.connection.setup.timeout.ms": 5000,
+    "metadata.max.age.ms": 10000,
+    # franz-go retries a produce refused with CONCURRENT_TRANSACTIONS (Kafka 4's
+    # transactions v2: the previous transaction of this producer is still completing)
+    # only after a metadata refresh, and refreshes at most every metadata.min.age.ms
+    # (default 5 s): every transaction begun right after a commit stalled 5 s.
+    "metadata.min.age.ms": 100,
+}
+FRANZ_TXN_PRODUCER_CONFIG: dict[str, Any] = {"transaction.timeout.ms": 10000}
+FRANZ_CONSUMER_CONFIG: dict[str, Any] = {
+    "isolation.level": "read_committed",
+    "auto.offset.reset": "earliest",
+    "fetch.max.wait.ms": 500,
+    "socket.connection.setup.timeout.ms": 5000,
+    "metadata.max.age.ms": 10000,
+}
+
+
+def worker_program(name: str) -> Path:
+    """The worker's executable; a clear error when it was not built."""
+    if name not in WORKERS:
+        raise ValueError(f"unknown worker driver {name!r}; choose one of {', '.join(WORKERS)}")
+    env = os.environ.get(f"KTRIAL_WORKER_{name.upper()}")
+    path = Path(env) if env else BIN_DIR / f"ktrial-{name}"
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ValueError(
+            f"the {name} driver's worker {path} is not built: run scripts/setup.sh"
+            f" (it needs Go), or set KTRIAL_WORKER_{name.upper()} to the program"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class WorkerConfig(DriverConfig):
+    """The run's settings plus the worker's: which worker, and its client settings."""
+
+    worker: str = "franz"
+
+    def producer_config(self) -> dict[str, Any]:
+        c = dict(FRANZ_PRODUCER_CONFIG)
+        c["enable.idempotence"] = self.idempotence
+        if self.txn:
+            c.update(FRANZ_TXN_PRODUCER_CONFIG)
+        c.update(self.producer_overrides)
+        c["bootstrap.servers"] = self.bootstrap
+        return c
+
+    def consumer_config(self) -> dict[str, Any]:
+        c = dict(FRANZ_CONSUMER_CONFIG)
+        c.update(self.consumer_overrides)
+        c["bootstrap.servers"] = self.bootstrap
+        c["group.id"] = self.group_id
+        return c
+
+    def settings(self, produce: bool, consume: bool) -> dict[str, Any]:
+        """The worker's settings for a client that produces and/or consumes."""
+        out: dict[str, Any] = {}
+        if produce:
+            out.update(self.producer_config())
+        if consume:
+            out.update(self.consumer_config())
+        for k in ("bootstrap.servers", "group.id"):  # sent as fields of open
+            out.pop(k, None)
+        return out

@@ -1,0 +1,233 @@
+"""`WorkerDriver`: the shared op flow over a client that runs as a worker process.
+
+Each instance is one logical process and owns one worker process (one Kafka client
+that produces and consumes). The op flow, the recording, the time budgets, the
+retirement and the rewind rules are :class:`..ops.OpDriver`'s, as for confluent; each
+client call of that flow is one request to the worker (docs/drivers.md). A call that
+does not answer within its budget kills the worker (:class:`..bounded.CallTimeout`),
+and an abrupt close *is* a crash: the worker gets SIGKILL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..bounded import CallTimeout, Deadline
+from ..driver import Completion, DriverFactory, KeyMap
+from ..errors import classify
+from ..ops import Fetched, Last, OpDriver
+from ..rewind import Plan, ReadPositions
+from .config import WorkerConfig, worker_program
+from .errors import RULES, WorkerError
+from .process import WorkerProcess
+
+# Extra time the Python side waits beyond a call's own timeout before it gives up on
+# the worker (the worker honours the timeout it is given; this covers scheduling).
+SLACK_S = 1.0
+
+
+class WorkerDriver(OpDriver):
+    """A worker process's client for one process; see :class:`..driver.Driver`."""
+
+    rules = RULES
+
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        process: int,
+        slot: int,
+        consume: bool = True,
+        produce: bool = True,
+        stop: threading.Event | None = None,
+        program: list[str] | None = None,
+    ) -> None:
+        self.cfg: WorkerConfig = cfg
+        self.driver_name = f"{cfg.worker} driver"
+        self.process = process
+        self.stop = stop
+        self.reads = ReadPositions()
+        self._consume = consume
+        self._produce_ok = produce
+        self._op = 0  # tag of the current op's sends (a late report of an older op is ignored)
+        self._results: list[Any] | None = None
+        argv = program or [str(worker_program(cfg.worker))]
+        self.worker = WorkerProcess(argv, f"{cfg.worker}-p{process}")
+        txn_id = f"{cfg.txn_id_prefix}-w{slot}" if cfg.txn and produce else ""
+        try:
+            self._call(
+                "open",
+                {
+                    "bootstrap": cfg.bootstrap,
+                    "client_id": f"ktrial-p{process}",
+                    "txn_id": txn_id,
+                    "producer": produce,
+                    "consumer": consume,
+                    "settings": cfg.settings(produce, consume),
+                },
+                cfg.init_timeout_s,
+            )
+        except BaseException:
+            self.worker.kill()
+            raise
+
+    # -------------------------------------------------------------------- the channel
+    def _call(self, call: str, args: dict[str, Any], budget_s: float) -> dict[str, Any]:
+        """One request with a `budget_s` timeout; raises WorkerError for an error reply."""
+        dl = self._deadline(budget_s + SLACK_S)
+        reply = self.worker.request(call, {**args, "timeout_ms": int(budget_s * 1000)}, dl)
+        if not reply.get("ok"):
+            raise WorkerError(reply.get("error") or {"name": "WorkerError", "message": "no error"})
+        return reply
+
+    # -------------------------------------------------------------------- public API
+    def assign(self, keys: Sequence[int], from_beginning: bool = False) -> Completion:
+        keys = sorted(set(keys))
+        try:
+            if from_beginning:
+                self._assign_at([(k, 0) for k in keys])
+                self.reads.assigned_to(keys, {})
+            else:
+                plan, pos = self.reads.assign_plan(keys)
+                self._assign_at(plan)
+                self.reads.assigned_to(keys, pos)
+        except (WorkerError, CallTimeout) as e:
+            v = classify(self.rules, e, "poll")
+            return Completion(v.type, keys, v.error, retire=True)
+        return Completion("ok", keys)
+
+    def positions(self, keys: Sequence[int]) -> dict[int, int]:
+        """The consumer's next offset per key (negative when unknown): see ReadPositions.known."""
+        reply = self._call("position", {"offsets": self._tps([(k, -1) for k in keys])}, 5.0)
+        client = {
+            self.cfg.keys.key_of(p["topic"], p["partition"]): int(p["offset"])
+            for p in reply.get("positions", [])
+        }
+        return self.reads.known(keys, client)
+
+    def close(self, abrupt: bool = False) -> None:
+        """Graceful: the worker flushes (bounded) and exits. Abrupt: SIGKILL, a crash."""
+        w = self.worker
+        if w.dead:
+            return
+        if abrupt:
+            w.kill()
+            return
+        wait = self.cfg.close_wait_s
+        try:
+            self._call("close", {"abrupt": False}, wait)
+            w.wait(wait)
+        except (WorkerError, CallTimeout):
+            pass
+        w.kill()
+
+    # ------------------------------------------------------------ client calls (OpDriver)
+    def _produce(self, mops: list[Any], idx: list[int], results: list[Any]) -> None:
+        if results is not self._results:  # a new op
+            self._results = results
+            self._op += 1
+        records = []
+        for i in idx:
+            _, key, val = mops[i]
+            tp = self.cfg.keys.tp(key)
+            records.append(
+                {
+                    "op": self._op,
+                    "i": i,
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "value": str(val),
+                }
+            )
+        self._call("produce", {"records": records}, self.cfg.op_timeout_s)
+
+    def _flush(self, dl: Deadline) -> int:
+        results = self._results
+        while True:
+            reply = self._call("flush", {}, dl.slice())
+            for d in reply.get("results", []):
+                if results is None or d.get("op") != self._op:
+                    continue
+                i = int(d["i"])
+                if 0 <= i < len(results):
+                    err = d.get("error")
+                    results[i] = WorkerError(err) if err is not None else int(d["offset"])
+            unreported = int(reply.get("unreported", 0))
+            if unreported == 0 or dl.expired():
+                return unreported
+
+    def _fetch(self) -> tuple[list[Fetched], list[Any]]:
+        reply = self._call("fetch", {"max": self.cfg.max_poll_records}, self.cfg.poll_ms / 1000.0)
+        records: list[Fetched] = [
+            (t, int(p), int(o), None if v is None else str(v).encode())
+            for t, p, o, v in reply.get("records", [])
+        ]
+        events = [WorkerError(e) for e in reply.get("errors", [])]
+        return records, events
+
+    def _commit_progress(self, last: Last) -> None:
+        """Only subscribe mode commits progress, and worker drivers assign (see options)."""
+
+    def _begin(self) -> None:
+        self._call("begin", {}, self.cfg.op_timeout_s)
+
+    def _send_offsets(self, last: Last, budget_s: float) -> None:
+        offsets = [{"topic": t, "partition": p, "offset": o + 1} for (t, p), o in last.items()]
+        self._call("send_offsets", {"group": self.cfg.group_id, "offsets": offsets}, budget_s)
+
+    def _commit(self, budget_s: float) -> None:
+        self._call("commit", {}, budget_s)
+
+    def _abort(self, budget_s: float) -> None:
+        self._call("abort", {}, budget_s)
+
+    def _has_consumer(self) -> bool:
+        return self._consume and not self.worker.dead
+
+    def _assign_at(self, plan: Plan) -> None:
+        self._call("assign", {"offsets": self._tps(plan)}, self.cfg.op_timeout_s)
+
+    def _seek(self, key: int, offset: int) -> None:
+        self._call("seek", {"offsets": self._tps([(key, offset)])}, self.cfg.op_timeout_s)
+
+    def _current_keys(self) -> list[int]:
+        return list(self.reads.assigned)
+
+    def _call_errors(self) -> tuple[type[BaseException], ...]:
+        return (WorkerError, CallTimeout, RuntimeError)
+
+    # ------------------------------------------------------------------------ helpers
+    def _tps(self, plan: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+        out = []
+        for k, off in plan:
+            tp = self.cfg.keys.tp(k)
+            out.append({"topic": tp.topic, "partition": tp.partition, "offset": off})
+        return out
+
+
+def worker_factory(cfg: WorkerConfig, stop: threading.Event | None = None) -> DriverFactory:
+    """Opens a WorkerDriver per process (the queue workload's driver factory)."""
+
+    def open_driver(process: int, slot: int) -> WorkerDriver:
+        return WorkerDriver(cfg, process, slot, stop=stop)
+
+    return open_driver
+
+
+def drain_clients(
+    worker: str, bootstrap: str, keys: KeyMap, run_id: str, consumer_config: dict[str, Any]
+) -> Callable[[int], WorkerDriver]:
+    """Fresh read-only worker clients for the drain: assign mode, long polls, big batches."""
+    cfg = WorkerConfig(
+        bootstrap=bootstrap,
+        keys=keys,
+        group_id=f"ktrial-{run_id}-drain",
+        txn=False,
+        sub_via="assign",
+        poll_ms=500,
+        max_poll_records=5000,
+        consumer_overrides=dict(consumer_config),
+        worker=worker,
+    )
+    return lambda process: WorkerDriver(cfg, process, -1, produce=False)
