@@ -27,6 +27,7 @@ import orjson
 
 from ..histories.redact import redact
 from ..histories.store import RunDir, load_json
+from ..histories.testmeta import TestMeta
 from .errcodes import code_meaning
 from .faults import FaultWindow, family_colour
 from .judged import Judged, excused_html, judged_of
@@ -34,6 +35,13 @@ from .livetext import liveness_detail
 from .livetext import num as _n
 from .meanings import meaning, ordered_types
 from .plots import all_plots
+from .runfacts import (
+    driver_name,
+    driver_text,
+    system_text,
+    transaction_protocol,
+    transaction_text,
+)
 from .scan import NS, HistoryScan, scan_history
 from .timeline import TIMELINE_MAX_OPS, render_timeline
 from .verdict import verdict_of
@@ -339,6 +347,13 @@ def section_verdict(
     cluster = cluster_text(test)
     if cluster:
         facts.append(("cluster", cluster))
+    meta = TestMeta.from_json(test)
+    protocol = transaction_protocol(meta)
+    if protocol is not None:
+        facts.append(("txn protocol", protocol))
+    driver = driver_name(meta)
+    if driver is not None:
+        facts.append(("driver", driver))
     if scan.bad_lines:
         facts.append(("unreadable lines skipped", scan.bad_lines))
     facts_html = "".join(f"<span>{esc(k)}: <b>{esc(val)}</b></span>" for k, val in facts)
@@ -997,11 +1012,10 @@ def config_rows(test: dict[str, Any]) -> list[tuple[str, str]]:
 
     c = test.get("cluster")
     cluster: dict[str, Any] = c if isinstance(c, dict) else {}
-    versions = cluster.get("broker_versions") or cluster.get("broker_version")
-    broker = cluster.get("broker")
-    system = {None: "Kafka", "apache-kafka": "Apache Kafka"}.get(broker, str(broker))
-    if broker or versions:
-        add("system", f"{system} {_plain(versions) if versions else ''}".strip())
+    meta = TestMeta.from_json(test)
+    add("system", system_text(meta))
+    add("transaction protocol", transaction_text(meta))
+    add("client driver", driver_text(meta))
     add("cluster", cluster_text(test) if cluster else test.get("cluster"))
     add("replication factor", test.get("replication_factor"))
     wl = test.get("workload")

@@ -9,10 +9,11 @@ Names, so the jobs of a CI matrix never collide: the suite is
 (kind: ``anomalies``, ``liveness``, ``faults``; cases are built with
 ``ktrial.<kind>`` and qualified last), each part reduced to letters, digits, ``_``
 and ``-`` (a dot would add a package level in Jenkins). The suite carries
-``<properties>`` (seed, profile, nemesis, Kafka version, driver, workload, run
-directory...; read through TestMeta from the redacted test.json) and a
-``<system-out>`` with the report's path relative to the junit file (the path in
-every failure is that one too), so the link survives an artifact upload. Times:
+``<properties>`` (seed, profile, nemesis, system and Kafka version, transaction
+protocol, client driver and its version, workload, run directory...; read through
+TestMeta from the redacted test.json) and a ``<system-out>`` with the report's path
+relative to the junit file (the path in every failure is that one too), so the link
+survives an artifact upload. Times:
 the suite's ``time`` is the check's (results' ``stats.check_time_s``; the cases are
 judged together in that time and each says 0); the ``testsuites`` element's is the
 run's wall-clock duration (test.json's ``wall_end - wall_start``, else the span of
@@ -53,6 +54,13 @@ from ..histories.store import MAX_TEST_JSON, RunDir, load_json
 from ..histories.testmeta import TestMeta
 from .livetext import liveness_detail, measured
 from .meanings import KNOWN_TYPES, LIVENESS_TYPES, meaning
+from .runfacts import (
+    driver_name,
+    driver_version,
+    system_text,
+    transaction_level,
+    transaction_protocol,
+)
 from .verdict import verdict_of
 
 EOS_TYPES = frozenset({"eos-duplicate", "eos-loss"})
@@ -295,16 +303,6 @@ def _seconds(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def driver_of(test: TestMeta) -> str | None:
-    """The client driver: test.json's `driver` (or `client`) setting; for a run ktrial
-    recorded without one, confluent-kafka (librdkafka), the driver of every ktrial
-    workload; None for a history another tool wrote."""
-    given = test.setting("driver") or test.setting("client")
-    if given:
-        return _plain(given)
-    return "confluent-kafka" if test.ktrial_version is not None else None
-
-
 def nemesis_of(test: TestMeta) -> str | None:
     """The faults asked for and their schedule, in one line (None: not recorded)."""
     nem = test.nemesis
@@ -353,10 +351,14 @@ def properties(
         ("test", test.name),
         ("seed", test.seed),
         ("workload", test.workload_name),
-        ("driver", driver_of(test)),
+        ("driver", driver_name(test)),
+        ("driver.version", driver_version(test)),
         ("cluster", cluster.get("kind") or run.get("cluster")),
+        ("system", system_text(test)),
         ("broker", cluster.get("broker")),
         ("kafka.version", versions),
+        ("transaction.protocol", transaction_protocol(test)),
+        ("transaction.version", transaction_level(test)),
         ("profile", cluster.get("profile") or run.get("profile")),
         ("nemesis", nemesis_of(test)),
         ("time_limit_s", test.time_limit),

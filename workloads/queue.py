@@ -21,6 +21,7 @@ from ..clusters.base import Cluster
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
+from .confluent import library_version as confluent_version
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .generator import Generator, GenOp, GenOptions
 from .options import CommonOptions
@@ -28,6 +29,7 @@ from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, worker_factory, worker_program
 from .worker import drain_clients as worker_drain_clients
+from .worker import library_version as worker_version
 
 DRIVERS = ("confluent", *WORKERS)
 
@@ -170,6 +172,11 @@ class QueueWorkload:
             "idempotence": self.opts.idempotence,
             "sub_via": self.opts.sub_via,
             "driver": self.opts.driver,
+            "driver_version": (
+                confluent_version()
+                if self.opts.driver == "confluent"
+                else worker_version(self.opts.driver)
+            ),
             # Kafka infers no ww order from the history alone; the checker may derive it
             # from offsets, which is what Jepsen's queue does.
             "ww_deps": True,

@@ -52,6 +52,7 @@ def test_dry_run_prints_the_plan_and_starts_nothing(
         ln.startswith("  cluster: local, 3 nodes (n1, n2, n3), safe profile") for ln in lines
     )
     assert any(ln.startswith("  workload: queue: ") and "txn=True" in ln for ln in lines)
+    assert any(ln.startswith("  workload: queue: ") and "driver=confluent" in ln for ln in lines)
     assert (
         "  faults: interval schedule: each fault held 5.455 s after as long quiet "
         "(fitted: 5 families in 60 s); seed 7"

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from .config import DEFAULT_CONSUMER_CONFIG, DEFAULT_PRODUCER_CONFIG, DriverConfig
-from .driver import CLIENT_LOG, ConfluentDriver, drain_clients
+from .driver import CLIENT_LOG, ConfluentDriver, drain_clients, library_version
 
 __all__ = [
     "CLIENT_LOG",
@@ -18,4 +18,5 @@ __all__ = [
     "ConfluentDriver",
     "DriverConfig",
     "drain_clients",
+    "library_version",
 ]

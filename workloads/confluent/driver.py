@@ -34,6 +34,11 @@ from .errors import RULES, classify
 CLIENT_LOG = logging.getLogger("ktrial.librdkafka")
 
 
+def library_version() -> str:
+    """confluent-kafka's and librdkafka's versions, for test.json."""
+    return f"confluent-kafka {ck.version()[0]}, librdkafka {ck.libversion()[0]}"
+
+
 class ConfluentDriver(OpDriver):
     """A producer and a consumer for one process; see :class:`..driver.Driver`."""
 

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from .config import WORKERS, WorkerConfig, worker_program
+from .config import WORKERS, WorkerConfig, library_version, worker_program
 from .driver import WorkerDriver, drain_clients, worker_factory
 from .errors import RULES, WorkerError, WorkerRules
 
@@ -20,6 +20,7 @@ __all__ = [
     "WorkerError",
     "WorkerRules",
     "drain_clients",
+    "library_version",
     "worker_factory",
     "worker_program",
 ]

@@ -20,6 +20,8 @@ from ..confluent.config import DriverConfig
 # workers/bin/ktrial-<name> (KTRIAL_WORKER_<NAME> names another program).
 WORKERS = ("franz",)
 BIN_DIR = Path(__file__).resolve().parents[2] / "workers" / "bin"
+# worker -> (client library, its Go module), for the version test.json records
+LIBRARIES = {"franz": ("franz-go", "github.com/twmb/franz-go")}
 
 # franz-go: the careful tester's choices of the confluent defaults, in the names the
 # franz worker knows (workers/franz/settings.go).
@@ -94,3 +96,21 @@ class WorkerConfig(DriverConfig):
         for k in ("bootstrap.servers", "group.id"):  # sent as fields of open
             out.pop(k, None)
         return out
+
+
+def library_version(name: str) -> str | None:
+    """The worker's client library and the version its go.mod pins ("franz-go v1.22.3"),
+    for test.json; None when unknown or unreadable."""
+    library = LIBRARIES.get(name)
+    if library is None:
+        return None
+    gomod = BIN_DIR.parent / name / "go.mod"
+    try:
+        lines = gomod.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if library[1] in parts and parts[-1].startswith("v"):
+            return f"{library[0]} {parts[-1]}"
+    return None

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import confluent_kafka as ck
 import pytest
+from ktrial.workloads.confluent import library_version as confluent_version
 from ktrial.workloads.driver import KeyMap, TopicPartition
 from ktrial.workloads.options import CommonOptions, workload_options
 from ktrial.workloads.queue import QueueOptions, QueueWorkload
-from ktrial.workloads.worker.config import WorkerConfig, worker_program
+from ktrial.workloads.worker.config import BIN_DIR, WorkerConfig, library_version, worker_program
 
 KEYS = KeyMap({0: TopicPartition("t", 0)})
 
@@ -71,6 +74,10 @@ def test_the_queue_takes_the_driver_and_records_it(
 
     meta = wl.setup(Cluster())  # type: ignore[arg-type]
     assert meta["driver"] == "franz" and isinstance(wl.cfg, WorkerConfig)
+    # the library version workers/franz/go.mod pins, for the report and junit.xml
+    gomod = (BIN_DIR.parent / "franz" / "go.mod").read_text()
+    assert re.match(r"franz-go v\d+\.\d+\.\d+$", meta["driver_version"])
+    assert f"github.com/twmb/franz-go {meta['driver_version'].split()[1]}" in gomod
     assert meta["consumer_config"]["isolation.level"] == "read_committed"
     assert "fetch.wait.max.ms" not in meta["consumer_config"]  # not librdkafka's settings
     assert workload_options("queue") == {"txn": True}  # confluent unless asked
@@ -87,6 +94,13 @@ def test_drivers_the_queue_cannot_run_are_refused(
     monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(tmp_path / "gone"))
     with pytest.raises(ValueError, match="not built"):
         QueueWorkload(QueueOptions(driver="franz"), 1)
+
+
+def test_library_versions() -> None:
+    assert library_version("kcat") is None  # no such worker
+    text = confluent_version()
+    assert re.fullmatch(r"confluent-kafka \S+, librdkafka \S+", text)
+    assert ck.libversion()[0] in text
 
 
 @pytest.mark.parametrize("workload", ["copy", "txn-cost"])
