@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..histories.model import Op
+from .attended import Attendance, attendance
 from .excuse import Excuser, episode_names, excuser, windows
 from .logs import KeyLog, Logs, iter_reads
 from .memory import memory_check, memory_growth
@@ -580,16 +581,27 @@ def _stuck_record(
 
 
 def stuck_partitions(
-    a: Acked, t0: int, end: int, opts: CheckOptions, ex: Excuser | None = None
+    a: Acked,
+    t0: int,
+    end: int,
+    opts: CheckOptions,
+    ex: Excuser | None = None,
+    att: Attendance | None = None,
+    grace_s: float = 1.0,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """Per key, the acknowledged value that waited longest for its first ok read:
     (metric, violations, stalls a fault excused).
+
+    With `att` (checker/attended.py) a value is stuck only if it also waited longer
+    than `stuck_s` while some consumer had its key assigned: a key nobody was assigned
+    to is the workload's choice, not a stall of the system.
 
     A value waiting longer than `stuck_s` is overdue from its ack plus `stuck_s` until
     its first read (or the history's end); with an excuser (checker/excuse.py) a fault
     episode whose allowance holds that stretch excuses it. A key's violation is its
     worst value not excused; its worst excused value is recorded apart."""
     limit = int(opts.stuck_s * NS)
+    grace = int(grace_s * NS)
     ack, read = a.arrays()
     worst: list[int] = []
     bad: list[int] = []
@@ -597,6 +609,9 @@ def stuck_partitions(
     free: list[int] = []  # per key, its worst value not excused
     gaps: Any = ()
     eps: Any = ()
+    attended = np.full(len(ack), -1, dtype=np.int64)  # -1: not computed (not needed)
+    lonely: set[str] = set()  # keys whose long waits had no consumer assigned
+    spans: dict[int, tuple[int, int]] = {}  # value -> its attended stall (from, to)
     if len(ack):
         # keys numbered in order of appearance
         ids = {k: i for i, k in enumerate(dict.fromkeys(a.key))}
@@ -606,28 +621,46 @@ def stuck_partitions(
         gaps = np.maximum(upto - ack, 0)
         worst = _worst_per_key(kid, gaps, np.ones(len(gaps), dtype=bool), len(ids))
         over = gaps > limit
+        if att is not None and over.any():
+            for i in np.flatnonzero(over).tolist():
+                got = att.stall(a.key[i], int(ack[i]), int(upto[i]), limit, grace)
+                if got is None:
+                    lonely.add(a.key[i])
+                    over[i] = False
+                else:
+                    spans[i] = (got[0], got[1])
+                    attended[i] = got[2]
         eps = np.full(len(gaps), -1, dtype=np.int64)
         if ex and over.any():
             cand = np.flatnonzero(over)
             lo = ack[cand]
             if lo.dtype != object and int(lo.max()) >= 2**62:  # + limit could overflow
                 lo = lo.astype(object)
-            eps[cand] = ex.which_all(lo + limit, upto[cand])
+            lo, hi = lo + limit, upto[cand]
+            if spans:
+                lo, hi = lo.astype(object), hi.astype(object)
+                for n, i in enumerate(cand.tolist()):
+                    if i in spans:
+                        lo[n], hi[n] = spans[i]
+            eps[cand] = ex.which_all(lo, hi)
         bad = _worst_per_key(kid, gaps, over & (eps < 0), len(ids))
         ok = _worst_per_key(kid, gaps, over & (eps >= 0), len(ids))
         free = _worst_per_key(kid, gaps, eps < 0, len(ids)) if ex else worst
     violations: list[dict[str, Any]] = []
     for i in sorted(bad, key=lambda i: -int(gaps[i])):
         v = _stuck_record(a, i, int(gaps[i]), t0, opts, False)
+        _attended_note(v, int(attended[i]))
         if ex:
-            v["explanation"] += "; " + ex.why_not(a.ack[i] + limit, a.ack[i] + int(gaps[i]), t0)
+            lo, hi = spans.get(i, (a.ack[i] + limit, a.ack[i] + int(gaps[i])))
+            v["explanation"] += "; " + ex.why_not(lo, hi, t0)
         violations.append(v)
     excused: list[dict[str, Any]] = []
     for i in sorted(ok, key=lambda i: -int(gaps[i])):
         assert ex is not None
-        lo, hi = a.ack[i] + limit, a.ack[i] + int(gaps[i])
+        lo, hi = spans.get(i, (a.ack[i] + limit, a.ack[i] + int(gaps[i])))
         named = ex.covering(lo, hi)
         v = _stuck_record(a, i, int(gaps[i]), t0, opts, True)
+        _attended_note(v, int(attended[i]))
         del v["_read_ns"]
         v["stall_from_s"] = round((lo - t0) / NS, 3)
         v["stall_to_s"] = round((hi - t0) / NS, 3)
@@ -648,7 +681,22 @@ def stuck_partitions(
     if ex:
         metric["max_not_excused_s"] = round(max((int(gaps[i]) for i in free), default=0) / NS, 3)
         metric["excused_keys"] = len(excused)
+    if att is not None:
+        metric["unattended_keys"] = sorted(lonely, key=_key_order)
     return metric, violations, excused
+
+
+def _key_order(k: str) -> tuple[int, Any]:
+    return (0, int(k)) if k.lstrip("-").isdigit() else (1, k)
+
+
+def _attended_note(v: dict[str, Any], attended_ns: int) -> None:
+    """How much of a stuck value's wait had a consumer on its key (when it was computed)."""
+    if attended_ns >= 0:
+        v["attended_s"] = round(attended_ns / NS, 3)
+        v["explanation"] += (
+            f" ({v['attended_s']:g} s of that wait with a consumer assigned to key {v['key']})"
+        )
 
 
 def recovery(
@@ -824,7 +872,7 @@ def liveness(
     allowance = lag_allowance(opts, e2e)
     ex, faults = excuser(nemesis, end, opts.recovery_s, nodes)
     starv, v_starv, x_starv = starvation(a, t0, opts, allowance, judged, ex)
-    stuck, v_stuck, x_stuck = stuck_partitions(a, t0, end, opts, ex)
+    stuck, v_stuck, x_stuck = stuck_partitions(a, t0, end, opts, ex, attendance(p.ops), allowance)
     _name_stuck_ops(p, logs, v_stuck)
     heals = [op for op in nemesis if op.type == "info" and is_heal(op.f)]
     rec, v_rec = recovery(p, a, heals, opts)
