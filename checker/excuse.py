@@ -242,9 +242,14 @@ def episode_names(eps: Sequence[Episode], most: int = 3) -> str:
     return text + (f" and {more} more episodes" if more > 0 else "")
 
 
-def episodes(faults: Sequence[Fault], allowance_s: float, nodes: int | None) -> list[Episode]:
-    """Faults grouped by overlapping activity, each group with its allowance (module doc)."""
+def episodes(
+    faults: Sequence[Fault], allowance_s: float, nodes: int | None, lead_s: float = 0.0
+) -> list[Episode]:
+    """Faults grouped by overlapping activity, each group with its allowance (module doc).
+    Each allowance begins `lead_s` before its fault: a value in flight when the fault
+    struck (acknowledged, not yet read within its normal latency) is its effect too."""
     allow = round(allowance_s * NS) if allowance_s != float("inf") else 1 << 62
+    lead = round(lead_s * NS)
     groups: list[list[Fault]] = []
     end = None
     for f in sorted(faults, key=lambda f: (f.start_ns, f.end_ns)):
@@ -261,9 +266,9 @@ def episodes(faults: Sequence[Fault], allowance_s: float, nodes: int | None) -> 
         for f in g:
             if _fails_over(f, nodes) and f.end_ns - f.start_ns > allow:
                 bounded.append(f)
-                spans += [(f.start_ns, f.start_ns + allow), (f.end_ns, f.end_ns + allow)]
+                spans += [(f.start_ns - lead, f.start_ns + allow), (f.end_ns, f.end_ns + allow)]
             else:
-                spans.append((f.start_ns, f.end_ns + allow))
+                spans.append((f.start_ns - lead, f.end_ns + allow))
         out.append(
             Episode(
                 tuple(g),
@@ -352,11 +357,15 @@ class Excuser:
 
 
 def excuser(
-    nemesis: Iterable[Op], end_ns: int, allowance_s: float, nodes: int | None
+    nemesis: Iterable[Op],
+    end_ns: int,
+    allowance_s: float,
+    nodes: int | None,
+    lead_s: float = 0.0,
 ) -> tuple[Excuser, list[Fault]]:
     """The excuser of a history's faults, and the faults themselves."""
     faults = fault_intervals(nemesis, end_ns)
-    return Excuser(episodes(faults, allowance_s, nodes)), faults
+    return Excuser(episodes(faults, allowance_s, nodes, lead_s)), faults
 
 
 def windows(ex: Excuser, start_ns: int, end_ns: int, t0: int, allowance_s: float) -> dict[str, Any]:

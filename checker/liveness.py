@@ -870,7 +870,9 @@ def liveness(
     e2e = e2e_latency(a)
     commit = commit_latency(p)
     allowance = lag_allowance(opts, e2e)
-    ex, faults = excuser(nemesis, end, opts.recovery_s, nodes)
+    # a value in flight when a fault struck is its effect: allowances begin one lag
+    # allowance (the p99 end-to-end latency, 1 s to one window) before their fault
+    ex, faults = excuser(nemesis, end, opts.recovery_s, nodes, allowance)
     starv, v_starv, x_starv = starvation(a, t0, opts, allowance, judged, ex)
     stuck, v_stuck, x_stuck = stuck_partitions(a, t0, end, opts, ex, attendance(p.ops), allowance)
     _name_stuck_ops(p, logs, v_stuck)

@@ -204,9 +204,10 @@ def test_real_violations_are_flagged_and_explained(
         h.send(0, t, t + 0.01, 1, 1000 + o, o)
         o += 1
     h.poll(1, 44.0, 45.0, {"1": [[i, 1000 + i] for i in range(start, o)]})
-    # the partition begins after the values of 20 s were overdue (20 s + the 10 s lag
-    # allowance): it does not excuse a starvation that began before it
-    h.nem(35.0, "start-partition", {"n1": ["n2"]})
+    # the partition begins well after the values of 20 s were overdue (20 s + the 10 s
+    # lag allowance), later than its allowance's lead (one lag allowance, 10 s) reaches
+    # back: it does not excuse a starvation that began before it
+    h.nem(41.0, "start-partition", {"n1": ["n2"]})
     h.nem(45.0, "stop-partition", {})
     for i in range(8):  # key 2 refuses sends for 75 s after the heal, then one lands
         h.add(45.5 + 10 * i, process=2, type="invoke", f="send", value=[["send", 2, 9000 + i]])

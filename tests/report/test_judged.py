@@ -24,8 +24,8 @@ def test_the_liveness_section_says_what_was_judged_and_what_a_fault_excused() ->
     assert part.startswith('<div class="judged" id="fault-windows">')
     words = text(part)
     assert "for 60 s after its heal" in words
-    assert "Judged with no fault active or recovering: 0.0–38.0 s (38.0 s)." in words
-    assert "38.0–103.0 s: kill n1 (#1): active 38-43 s, then 60 s to recover" in words
+    assert "Judged with no fault active or recovering: 0.0–37.0 s (37.0 s)." in words
+    assert "37.0–103.0 s: kill n1 (#1): active 38-43 s, then 60 s to recover" in words
     assert "Stalls excused (1), not violations" in words
     assert "key 2 waited: value 7 at offset 0" in words and "within what kill n1 (#1)" in words
     assert part in section_liveness(res)
