@@ -430,12 +430,13 @@ def test_future_readers_small(tmp_path: Path) -> None:
 
 def test_future_readers_bounded_by_cycle_timeout(tmp_path: Path) -> None:
     t = time.monotonic()
-    res = run(tmp_path, future_readers(300), cycle_timeout_s=0.2)
+    res = run(tmp_path, future_readers(300), cycle_timeout_s=1.0)
     took = time.monotonic() - t
-    # 1,200 lines; with a 0.2 s budget the whole check should take ~1 s, and the
-    # 2-op cycle is the first thing any search finds
+    # 1,200 lines; with a 1 s budget the whole check should take ~2 s, and the 2-op
+    # cycle is the first thing any search finds (a 0.2 s budget ran out first on a
+    # loaded 2-core machine)
     assert "G1c-realtime" in res["bad_error_types"], counts(res)
-    assert took < 4.0, took
+    assert took < 8.0, took
 
 
 def _dup_history(n: int) -> list[Line]:
