@@ -220,7 +220,9 @@ def test_liveness_section_after_anomalies(tmp_path: Path) -> None:
     from ktrial.checker import CheckOptions, check_file
 
     run = write_sample_run(tmp_path / "t" / "r", anomalies=False)
-    res = check_file(run / "history.jsonl", CheckOptions(stuck_s=0.001, liveness_bad=True))
+    # tiny bounds: the sample run's faults excuse nothing, so the checks go bad
+    opts = CheckOptions(stuck_s=0.001, recovery_s=0.0001, liveness_bad=True)
+    res = check_file(run / "history.jsonl", opts)
     page = render_report(run, res).read_text()
     assert page.index('id="anomalies"') < page.index('id="liveness"') < page.index('id="plots"')
     section = page[page.index('id="liveness"') : page.index('id="plots"')]
