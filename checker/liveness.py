@@ -400,28 +400,17 @@ def starvation(
     violations: list[dict[str, Any]] = []
     pos = {id(j): i for i, j in enumerate(judged_windows)}
     for run in _runs([judged_windows[i] for i in starved_at if i not in by]):
-        off = sum(j["offered"] for j in run)
-        con = sum(j["consumed"] for j in run)
-        worst = min(run, key=lambda j: j["ratio"])
-        violations.append(
-            {
-                "type": "starvation",
-                "from_s": run[0]["from_s"],
-                "to_s": run[-1]["to_s"],
-                "windows": len(run),
-                "offered": off,
-                "consumed": con,
-                "ratio": round(con / off, 4),
-                "worst": worst,
-                "explanation": (
-                    f"consumers starved from {run[0]['from_s']:g} s to {run[-1]['to_s']:g} s: "
-                    f"of {off} values acknowledged there, {con} ({100 * con / off:.1f}%) were "
-                    f"read within {allowance_s:g} s after their window (threshold "
-                    f"{100 * opts.starvation_ratio:g}%); worst window {worst['from_s']:g}-"
-                    f"{worst['to_s']:g} s: {worst['consumed']} of {worst['offered']}"
-                ),
-            }
+        rec = _starved_run(run)
+        off, con = rec["offered"], rec["consumed"]
+        worst = rec["worst"] = min(run, key=lambda j: j["ratio"])
+        rec["explanation"] = (
+            f"consumers starved from {run[0]['from_s']:g} s to {run[-1]['to_s']:g} s: "
+            f"of {off} values acknowledged there, {con} ({100 * con / off:.1f}%) were "
+            f"read within {allowance_s:g} s after their window (threshold "
+            f"{100 * opts.starvation_ratio:g}%); worst window {worst['from_s']:g}-"
+            f"{worst['to_s']:g} s: {worst['consumed']} of {worst['offered']}"
         )
+        violations.append(rec)
         if ex:
             first, last = pos[id(run[0])], pos[id(run[-1])]
             lo = run_lo.get(first, stalls[first][0])
@@ -458,14 +447,11 @@ def _index_runs(windows: list[dict[str, Any]], at: list[int]) -> list[list[int]]
     return out
 
 
-def _excused_starvation(
-    run: list[dict[str, Any]], lo: int, hi: int, ex: Excuser, t0: int
-) -> dict[str, Any]:
-    """The record of consecutive starved windows a fault excused, overdue over [lo, hi]."""
+def _starved_run(run: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fields every record of consecutive starved windows has."""
     off = sum(j["offered"] for j in run)
     con = sum(j["consumed"] for j in run)
-    eps = ex.covering(lo, hi)
-    rec: dict[str, Any] = {
+    return {
         "type": "starvation",
         "from_s": run[0]["from_s"],
         "to_s": run[-1]["to_s"],
@@ -473,10 +459,19 @@ def _excused_starvation(
         "offered": off,
         "consumed": con,
         "ratio": round(con / off, 4),
-        "stall_from_s": round((lo - t0) / NS, 3),
-        "stall_to_s": round((hi - t0) / NS, 3),
-        "faults": [f for e in eps for f in e.fault_ids()],
     }
+
+
+def _excused_starvation(
+    run: list[dict[str, Any]], lo: int, hi: int, ex: Excuser, t0: int
+) -> dict[str, Any]:
+    """The record of consecutive starved windows a fault excused, overdue over [lo, hi]."""
+    eps = ex.covering(lo, hi)
+    rec = _starved_run(run)
+    off, con = rec["offered"], rec["consumed"]
+    rec["stall_from_s"] = round((lo - t0) / NS, 3)
+    rec["stall_to_s"] = round((hi - t0) / NS, 3)
+    rec["faults"] = [f for e in eps for f in e.fault_ids()]
     rec["explanation"] = (
         f"consumers read {con} of {off} values acknowledged {rec['from_s']:g}-"
         f"{rec['to_s']:g} s in time ({100 * con / off:.1f}%); excused: overdue "
