@@ -87,6 +87,8 @@ UNWATCHED: Mapping[str, str] = {
     "stuck-partition": "liveness: a value waiting now may be read before the end",
     "slow-recovery": "liveness, judged by the final check",
     "memory-growth": "liveness, judged over all of the run's samples by the final check",
+    "throughput-collapse": "liveness, judged against the whole run's median by the final check",
+    "behind": "liveness of the background load (load.jsonl), judged by the final check",
 }
 
 

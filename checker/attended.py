@@ -5,11 +5,27 @@ moves its consumers between keys (reassignments, key rotation), so a key may go
 minutes with nobody assigned to it; a value written just before that waits, through
 no fault of the system, until a consumer comes back. ``stuck-partition`` therefore
 counts a value's wait only while its key was *attended*: assigned (or subscribed) to
-at least one process, from that process's assign/subscribe invoke until its next one
-or its last op. A consumer that stops polling but stays assigned still attends its
-keys, so its stall still counts. A history without assign/subscribe ops (every key
-read by whoever polls) is attended all the time, as before. Pure; see
-docs/anomalies.md, "Liveness".
+at least one process, from that process's assign/subscribe invoke until its next one,
+or after its last one until the process is *replaced*. A consumer that stops polling
+but stays assigned still attends its keys, so its stall still counts; so does one
+blocked in an op (to the op's completion, or to the end of the history when it never
+completes).
+
+When a process is replaced. After its last op a process may have ended (the run
+stopped, or the workload retired it: a fatal or indeterminate error) or be blocked
+outside any op. Either way its slot is taken over by a *successor*, a process that
+begins after it (the workload's worker opens fresh clients under a new number); until
+the successor's first op the retired consumer's keys are still the workload's to
+read, and the cluster is what keeps them waiting: opening clients (a transactional
+producer's init, a consumer's first metadata) is no op, so a cluster that refuses new
+clients shows as no ops at all. Each process that ended is paired with the earliest
+process beginning after it that no earlier one took (the slots are not in the
+history; any successor frees a slot the same way); one with none attends to the end
+of the history. A replica paused with replication factor 1 looked exactly so: every
+consumer retired within 25 s and no successor could open a client for 4.5 minutes.
+
+A history without assign/subscribe ops (every key read by whoever polls) is attended
+all the time, as before. Pure; see docs/anomalies.md, "Liveness".
 """
 
 from __future__ import annotations
@@ -109,12 +125,13 @@ def attendance(ops: Iterable[OpRec]) -> Attendance | None:
         any_assign = any_assign or r.f in ("assign", "subscribe")
     if not any_assign:
         return None
-    per_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for rs in per_process.values():
         rs.sort(key=lambda r: r.inv_time)
-        last = max((r.comp_time if r.comp_time is not None else r.inv_time) for r in rs)
-        if rs and all(r.comp_time is None for r in rs[-1:]):
-            last = _END  # still in flight at the end: it attends to the end
+    until = replaced(
+        {p: (rs[0].inv_time, _last(rs)) for p, rs in per_process.items() if rs}
+    )  # fmt: skip
+    per_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for p, rs in per_process.items():
         keys: tuple[str, ...] = ()
         since = 0
         for r in rs:
@@ -125,5 +142,49 @@ def attendance(ops: Iterable[OpRec]) -> Attendance | None:
             keys = tuple(map(str, r.keys or ())) if r.type != "fail" else ()
             since = r.inv_time
         for k in keys:
-            per_key[k].append((since, max(last, since)))
+            per_key[k].append((since, max(until[p], since)))
     return Attendance(per_key)
+
+
+def idle_slots(ops: Iterable[OpRec]) -> list[tuple[int, int]]:
+    """The stretches in which a process that writes had ended and its successor had not
+    begun (until the end of the history when none did), [from, to) in history time:
+    the workload wanted to work there and could not open clients (checker/throughput.py
+    counts them as demand: an attempt the history cannot show)."""
+    per_process: dict[Any, list[OpRec]] = defaultdict(list)
+    writers = set()
+    for r in ops:
+        per_process[r.process].append(r)
+        if r.writes:
+            writers.add(r.process)
+    for rs in per_process.values():
+        rs.sort(key=lambda r: r.inv_time)
+    ends = {p: _last(rs) for p, rs in per_process.items()}
+    until = replaced({p: (rs[0].inv_time, ends[p]) for p, rs in per_process.items()})
+    return sorted((ends[p], until[p]) for p in writers if ends[p] < until[p])
+
+
+def _last(rs: list[OpRec]) -> int:
+    """When a process's last op ended: _END while one is still in flight at the end."""
+    if any(r.comp_time is None for r in rs[-1:]):
+        return _END
+    return max((r.comp_time if r.comp_time is not None else r.inv_time) for r in rs)
+
+
+def replaced(spans: dict[Any, tuple[int, int]]) -> dict[Any, int]:
+    """Per process (first invoke, end of its last op): until when it holds its slot, the
+    first invoke of its successor, or _END when none (module doc). Processes ending
+    earlier take the earlier successors; a successor begins at or after the end."""
+    ends = sorted((end, i) for i, (p, (_b, end)) in enumerate(spans.items()) if end < _END)
+    begins = sorted(b for b, _e in spans.values())
+    procs = list(spans)
+    out = dict.fromkeys(spans, _END)
+    j = 0
+    for end, i in ends:
+        while j < len(begins) and begins[j] < end:
+            j += 1  # began before this end: no later end can take it either
+        if j == len(begins):
+            break
+        out[procs[i]] = max(begins[j], end)
+        j += 1
+    return out

@@ -240,6 +240,22 @@ CATALOGUE: tuple[AnomalyType, ...] = (
         "A broker's memory (outside the JVM heap when sampled) kept growing over the later "
         "half of its life by more than the threshold (bytes and share of its settled size).",
     ),
+    AnomalyType(
+        "throughput-collapse",
+        "liveness",
+        "liveness",
+        "found",
+        "The cluster stopped accepting work: in some windows the values acknowledged fell "
+        "under the threshold share of the run's own median window, beyond what faults allow.",
+    ),
+    AnomalyType(
+        "behind",
+        "liveness",
+        "liveness",
+        "found",
+        "The background load (--load) fell behind: in some window its consumers read under "
+        "97% of the messages offered, or its end-to-end p99 was over 5 s.",
+    ),
 )
 
 BY_NAME: dict[str, AnomalyType] = {t.name: t for t in CATALOGUE}

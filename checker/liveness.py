@@ -1,4 +1,5 @@
-"""Liveness for soaks: latency, starvation, recovery after heals, stuck keys, memory growth.
+"""Liveness for soaks: latency, starvation, recovery after heals, stuck keys, memory growth,
+throughput collapse (checker/throughput.py).
 
 Safety says nothing acknowledged was lost; liveness says the system kept making
 progress while it was being hurt. Everything here is a pure function of the
@@ -24,17 +25,25 @@ from typing import Any
 import numpy as np
 
 from ..histories.model import Op
-from .attended import Attendance, attendance
-from .excuse import Excuser, episode_names, excuser, windows
+from .attended import Attendance, attendance, idle_slots
+from .excuse import Excuser, Fault, episode_names, excuser, windows
 from .logs import KeyLog, Logs, iter_reads
 from .memory import memory_check, memory_growth
 from .options import CheckOptions
 from .prepare import OpRec, Prepared
+from .throughput import throughput_collapse
 from .window import JudgedWindow
 
 NS = 1_000_000_000
 UNSET = -1  # "never read": history times are nanoseconds since the run started, never < 0
-VIOLATION_TYPES = ("starvation", "stuck-partition", "slow-recovery", "memory-growth")
+VIOLATION_TYPES = (
+    "starvation",
+    "stuck-partition",
+    "slow-recovery",
+    "memory-growth",
+    "throughput-collapse",
+    "behind",  # the background load's (checker/behind.py), added by check.py
+)
 
 # Nemesis ops that end a fault (docs/faults.md): recovery is measured from each.
 HEAL_FS = frozenset(
@@ -836,6 +845,7 @@ def thresholds(opts: CheckOptions) -> dict[str, Any]:
         "recovery_s": opts.recovery_s,
         "memory_growth_ratio": opts.memory_growth_ratio,
         "memory_growth_min_bytes": opts.memory_growth_min_bytes,
+        "throughput_ratio": opts.throughput_ratio,
     }
 
 
@@ -874,7 +884,8 @@ def liveness(
     heals = [op for op in nemesis if op.type == "info" and is_heal(op.f)]
     rec, v_rec = recovery(p, a, heals, opts)
     mem, v_mem = memory_growth(nemesis, t0, opts)
-    violations = v_starv + v_stuck + v_rec + v_mem
+    tp, v_tp, x_tp = _throughput(p, a, judged, faults, ex, opts)
+    violations = v_starv + v_stuck + v_rec + v_mem + v_tp
     bad = opts.liveness_bad
 
     def verdict(ok: bool, value: Any, threshold: Any, text: str) -> dict[str, Any]:
@@ -937,6 +948,12 @@ def liveness(
             f"reads {rec['max_read_s']} s",
         ),
         "memory-growth": verdict(not v_mem, *memory_check(mem, v_mem, opts)),
+        "throughput-collapse": verdict(
+            not v_tp,
+            tp.get("min_ratio_not_excused", tp["min_ratio"]),
+            opts.throughput_ratio,
+            _throughput_text(tp, v_tp) + _excused_note(x_tp, "collapsed window runs"),
+        ),
     }
     out = {
         "e2e_latency_ms": e2e,
@@ -945,6 +962,7 @@ def liveness(
         "stuck_partitions": stuck,
         "recovery": rec,
         "memory": mem,
+        "throughput_collapse": tp,
         "thresholds": thresholds(opts),
         "violations": violations,
         "checks": checks,
@@ -952,9 +970,72 @@ def liveness(
     if faults:  # which stretches were judged, which a fault excused, and what it excused
         w0, w1 = (judged.start_ns, judged.end_ns) if judged is not None else (t0, end)
         out["windows"] = windows(ex, w0, w1, t0, opts.recovery_s)
-        out["excused"] = (x_starv + x_stuck)[: 2 * MAX_LISTED]
-        out["excused_counts"] = {"starvation": len(x_starv), "stuck-partition": len(x_stuck)}
+        out["excused"] = (x_starv + x_stuck + x_tp)[: 3 * MAX_LISTED]
+        out["excused_counts"] = {
+            "starvation": len(x_starv),
+            "stuck-partition": len(x_stuck),
+            "throughput-collapse": len(x_tp),
+        }
     return out
+
+
+def _throughput(
+    p: Prepared,
+    a: Acked,
+    judged: JudgedWindow | None,
+    faults: Sequence[Fault],
+    ex: Excuser,
+    opts: CheckOptions,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """checker/throughput.py over the judged window; a bare history (no judged window)
+    is judged until the last attempt to write: after it the workload, not the cluster,
+    stopped producing."""
+    t0 = p.first_time or 0
+    if judged is not None:
+        lo, hi = judged.start_ns, judged.end_ns
+    else:
+        lo = t0
+        hi = max((r.inv_time for r in p.ops if r.writes), default=t0)
+    oks = np.array(
+        [r.comp_time for r in p.ops if r.type == "ok" and r.comp_time is not None],
+        dtype=np.int64,
+    )
+    demand = [(r.inv_time, _BIG if r.comp_time is None else r.comp_time) for r in p.ops if r.writes]
+    return throughput_collapse(
+        a.arrays()[0],
+        oks,
+        lo,
+        hi,
+        t0,
+        faults,
+        ex,
+        demand + idle_slots(p.ops),
+        window_s=opts.liveness_window_s,
+        ratio=opts.throughput_ratio,
+        min_reference=opts.starvation_min_offered,
+    )
+
+
+def _throughput_text(tp: dict[str, Any], violations: list[dict[str, Any]]) -> str:
+    """The throughput-collapse check's sentence."""
+    if violations:
+        more = len(violations) - 1
+        return violations[0]["explanation"] + (f" (+{more} more stretches)" if more else "")
+    if not tp["judged"]:
+        return (
+            f"not judged: {tp['windows']} full windows of {tp['window_s']:g} s, their median "
+            f"{tp['reference']:g} values acknowledged per window (judged from "
+            f"{tp['min_reference']})"
+        )
+    low = tp.get("min_ratio_not_excused", tp["min_ratio"])
+    return (
+        f"{tp['windows']} windows of {tp['window_s']:g} s judged against the median of "
+        f"{tp['reference_windows']} {tp['reference_from']} ({tp['reference']:g} values "
+        f"acknowledged per window); lowest "
+        + ("not excused " if "min_ratio_not_excused" in tp else "")
+        + ("-" if low is None else f"{100 * low:.1f}%")
+        + f" (threshold {100 * tp['ratio']:g}%)"
+    )
 
 
 def _excused_note(excused: list[dict[str, Any]], what: str) -> str:

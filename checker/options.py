@@ -25,6 +25,7 @@ LIVENESS_NUMBERS = (
     "recovery_s",
     "memory_growth_ratio",
     "memory_growth_min_bytes",
+    "throughput_ratio",
 )
 
 
@@ -69,6 +70,9 @@ class CheckOptions:
         (outside the JVM heap when known) grows at a steady rate over the later half of
         its life by more than both (share of its settled size, bytes) is flagged
         (checker/memory.py).
+    throughput_ratio: a window whose acknowledged values are under this share of the
+        run's reference window (the median of its fault-free windows) collapsed
+        (checker/throughput.py).
     """
 
     sub_via: str | None = None
@@ -86,6 +90,7 @@ class CheckOptions:
     recovery_s: float = 60.0
     memory_growth_ratio: float = 0.5
     memory_growth_min_bytes: int = 64 * 1024 * 1024
+    throughput_ratio: float = 0.1
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -121,6 +126,8 @@ class CheckOptions:
             raise ValueError(
                 f"starvation_min_offered must be >= 1, got {self.starvation_min_offered!r}"
             )
+        if not 0.0 < self.throughput_ratio <= 1.0:
+            raise ValueError(f"throughput_ratio must be in (0, 1], got {self.throughput_ratio!r}")
         if self.memory_growth_ratio < 0 or self.memory_growth_min_bytes < 0:
             raise ValueError("memory_growth_ratio and memory_growth_min_bytes must be >= 0")
 

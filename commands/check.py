@@ -247,7 +247,8 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
 @click.option(
     "--liveness-bad/--no-liveness-bad",
     default=None,
-    help="Liveness violations (starvation, stuck partitions, slow recovery, memory growth) "
+    help="Liveness violations (starvation, stuck partitions, slow recovery, memory growth, "
+    "throughput collapse) "
     "make the run invalid, for soak jobs (default: test.json's liveness_bad, else off).",
 )
 @click.option(
@@ -315,6 +316,14 @@ def liveness_lines(res: dict[str, Any]) -> list[str]:
     help="Minimum steady-state memory growth to flag, in MiB (default 64).",
 )
 @click.option(
+    "--throughput-ratio",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=None,
+    metavar="SHARE",
+    help="A window's throughput collapsed when its acknowledged values are under this "
+    "share of the run's median window (of its fault-free windows; default 0.1).",
+)
+@click.option(
     "--ignore-unknown-f",
     is_flag=True,
     help="Skip client ops whose f ktrial does not know (e.g. Poll, produce) with a warning, "
@@ -340,6 +349,7 @@ def check(
     recovery_s: float | None,
     memory_growth_ratio: float | None,
     memory_growth_mib: float | None,
+    throughput_ratio: float | None,
     ignore_unknown_f: bool,
 ) -> None:
     """Check the history in PATH (a run directory or a history.jsonl file).
@@ -363,6 +373,7 @@ def check(
         "recovery_s": recovery_s,
         "memory_growth_ratio": memory_growth_ratio,
         "memory_growth_min_bytes": _mib(memory_growth_mib),
+        "throughput_ratio": throughput_ratio,
     }
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
@@ -449,6 +460,7 @@ _FLAGS = {
     "recovery_s": "--recovery-within",
     "memory_growth_ratio": "--memory-growth",
     "memory_growth_min_bytes": "--memory-growth-mib",
+    "throughput_ratio": "--throughput-ratio",
     "sub_via": "--sub-via",
 }
 

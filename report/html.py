@@ -615,6 +615,8 @@ LIVENESS_ROWS: dict[str, tuple[str, str]] = {
     "stuck-partition": ("longest unread acknowledged value", "s"),
     "slow-recovery": ("slowest recovery after a heal", "s"),
     "memory-growth": ("largest steady-state memory growth", "bytes"),
+    "throughput-collapse": ("lowest values acknowledged per window / run median", "share"),
+    "behind": ("background load: lowest consumed/offered per window", "share"),
 }
 MAX_VIOLATIONS = 10
 
@@ -735,7 +737,10 @@ def section_plots(
             f"<p>Hatched: not judged for liveness ({esc(spans)}); the realtime lag there "
             "is drawn grey.</p>"
         )
-    for name, title in PLOT_TITLES.items():
+    from .loadplots import LOAD_PLOT_TITLES
+
+    titles = {**PLOT_TITLES, **{k: v for k, v in LOAD_PLOT_TITLES.items() if k in plots}}
+    for name, title in titles.items():
         p = plots.get(name)
         if p is None or not p.exists():
             out.append(
@@ -1162,6 +1167,11 @@ def render_report(
     judged = judged_of(results, test, scan)
     metrics = (results or {}).get("metrics")
     plots = all_plots(scan, metrics if isinstance(metrics, dict) else {}, rd.plots, judged)
+    from .loadplots import load_plots  # only runs with --load have a load.jsonl
+
+    plots.update(
+        load_plots(rd.path, history or rd.history, test, results, scan.faults, scan.end_s, rd.plots)
+    )
     render_timeline(rd.path, scan, judged, test.get("name") or rd.path.parent.name)
     text = build_html(rd.path, results, test, scan, plots, judged)
     tmp = rd.path / ".report.html.tmp"

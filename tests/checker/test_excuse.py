@@ -331,7 +331,11 @@ def test_a_key_stalled_by_a_kill_is_excused_and_reported() -> None:
     (x,) = lv["excused"]
     assert x["type"] == "stuck-partition" and x["key"] == "2" and x["faults"] == ["#1"]
     assert "kill n1 (#1)" in x["explanation"] and "overdue 40.1-55.1 s" in x["explanation"]
-    assert lv["excused_counts"] == {"starvation": 0, "stuck-partition": 1}
+    assert lv["excused_counts"] == {
+        "starvation": 0,
+        "stuck-partition": 1,
+        "throughput-collapse": 0,
+    }
     w = lv["windows"]
     # the kill's allowance begins one lag allowance (1 s here) before it
     assert [(j["from_s"], j["to_s"]) for j in w["judged"]] == [(0, 37)]
