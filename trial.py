@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,9 @@ from .histories.testmeta import TestMeta
 from .watch import ChildCheck, Watcher, stopped_early_note
 
 if TYPE_CHECKING:
+    from .clusters.security import Security
+    from .clusters.system import BrokerSystem
+    from .load.generator import LoadGenerator
     from .nemesis import ClientProxies, Nemesis, NemesisOptions
     from .workloads import Workload
 
@@ -68,6 +71,8 @@ class TrialSpec:
     profile: str = "safe"
     kafka_version: str | None = None
     transaction_version: int | None = None  # transaction.version feature at format (4.0+)
+    system: str = "kafka"  # what runs on the nodes: kafka | kfake (clusters/system.py)
+    system_spec: str = ""  # a node spec file (docker: any broker image, clusters/nodespec.py)
     broker_config: dict[str, str] = field(default_factory=dict)
     heap_mb: int = 512
     netns: bool | None = None
@@ -82,12 +87,21 @@ class TrialSpec:
     bootstrap: str = ""
     hooks: dict[str, str] = field(default_factory=dict)
     keep_topics: bool = False
+    # TLS / SASL (clusters/security.py): the clients' canonical settings (never written
+    # to test.json in clear), and for a local cluster the CLIENT listener to set up
+    security: dict[str, str] = field(default_factory=dict)
+    broker_security: str = ""  # "", sasl-plain, ssl or sasl-ssl (clusters/brokersec.py)
+    use_existing_topics: bool = False  # topics made beforehand: checked and emptied
+    # --cluster ssh: one node per host (clusters/ssh.py); how to reach them (SshOptions fields)
+    ssh_nodes: str = ""
+    ssh: dict[str, Any] = field(default_factory=dict)
     live: bool = True
     # safety checks of the history while the main phase runs (watch.py); 0: only the final one
     check_every: float = 60.0
     stop_on_anomaly: bool = False  # end the main phase at the first anomaly a running check finds
     liveness_bad: bool = False  # liveness violations make the run invalid (soak jobs)
     soak: bool = False  # asked for with --soak (the preset in commands/run.py), for the record
+    load: Any = None  # load.generator.LoadOptions: background load (--load), or None
     # How the run was asked for (test.json "argv" and "cli_options"; `ktrial run --from`)
     argv: tuple[str, ...] = ()
     cli_options: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +177,7 @@ class Trial:
         self._given_workload = workload
         self._until = until
         self._watcher: Watcher | None = None
+        self._broker_security: dict[str, str] = {}  # broker overrides of --broker-security
 
     def execute(self) -> TrialOutcome:
         spec = self.spec
@@ -210,8 +225,11 @@ class Trial:
         with contextlib.ExitStack() as stack:
             cluster, proxies = self.start_cluster(stack, run_dir, nem_opts)
             workload, recorder = self.start_workload(stack, cluster, run_dir, nem_opts)
-            nem = self.start_faults(stack, cluster, recorder, proxies, nem_opts)
+            nem = self.start_faults(stack, cluster, recorder, proxies, nem_opts, workload)
+            load = self.start_load(stack, cluster, run_dir)
             self.main_phase(stack, workload, recorder, nem, nem_opts)
+            if load is not None:
+                self.stop_load(load)
             self.heal_and_drain(workload, recorder)
             self.finish(workload, recorder, run_dir)
             if self._given_cluster is None:
@@ -230,14 +248,23 @@ class Trial:
                 raise Unsupported("toxic faults need a cluster the run starts itself")
             return self._given_cluster, None
         spec = self.spec
+        client = self._secure(stack)
         cluster = self._make_cluster(nem_opts)
+        if client:
+            setattr(cluster, "security", client)  # noqa: B010 (not in the Cluster protocol)
+        if spec.use_existing_topics:
+            setattr(cluster, "use_existing_topics", True)  # noqa: B010
         plan = plan_proxies(spec.nodes) if nem_opts.needs_toxiproxy else None
         if plan is not None:
             cluster.client_advertise = plan.advertise
         if cluster.kind == "external":
             self.say(f"external cluster at {cluster.bootstrap_servers}")
         else:
-            self.say(f"starting {spec.nodes} Kafka nodes ({spec.profile} profile)...")
+            what = getattr(getattr(cluster, "system", None), "name", "apache-kafka")
+            if what == "apache-kafka":
+                self.say(f"starting {spec.nodes} Kafka nodes ({spec.profile} profile)...")
+            else:
+                self.say(f"starting {spec.nodes} {what} nodes...")
         stack.callback(cluster.teardown)
         stack.callback(self._collect_logs, cluster, run_dir)
         cluster.start(wait=False)
@@ -268,16 +295,29 @@ class Trial:
         )
         fragment = workload.setup(cluster)
         self.meta.cluster = cluster.metadata()
+        self.meta.cluster.update(_security_record(cluster))
         self.meta.other = dict(fragment)
         self.meta.other.setdefault("consumer_rewinds", True)  # drivers rewind (workloads/rewind.py)
         self.meta.nemesis = {**nem_opts.to_json(), "families": nem_opts.all_faults()}
         self.meta.run = {
             k: v
             for k, v in asdict(spec).items()
-            if k not in ("nemesis", "workload_opts", "broker_config", "argv", "cli_options")
+            if k
+            not in (
+                "nemesis",
+                "workload_opts",
+                "broker_config",
+                "argv",
+                "cli_options",
+                "security",
+                "load",
+            )
         }
         if spec.liveness_bad or spec.soak:
             self.meta.checker = {"liveness_bad": spec.liveness_bad, "soak": spec.soak}
+        if profile_checker := _profile_checker(self.meta.cluster):
+            # the checker options the system's client profile needs (the run's win)
+            self.meta.checker = {**profile_checker, **(self.meta.checker or {})}
         if spec.argv:
             self.meta.argv = list(spec.argv)  # TestMeta.write masks secrets (histories.redact)
         if spec.cli_options:
@@ -295,10 +335,15 @@ class Trial:
         recorder: Recorder,
         proxies: ClientProxies | None,
         nem_opts: NemesisOptions,
+        workload: Workload | None = None,
     ) -> Nemesis:
         """The nemesis (healing on the way out) and the sampler of the nodes' memory."""
         from .nemesis import Nemesis
         from .nemesis.nodestats import NodeStatsSampler
+
+        # the transactional ids and groups whose coordinators role targets aim at
+        keys_of = getattr(workload, "coordinator_keys", None)
+        keys: dict[str, list[str]] = keys_of() if callable(keys_of) else {}
 
         nem = Nemesis(
             cluster,
@@ -308,8 +353,13 @@ class Trial:
             partitions=list(self.meta.topics),
             proxies=proxies,
             params=nem_opts.params,
+            transactional_ids=keys.get("transactional_ids"),
+            groups=keys.get("groups"),
         )
         nem.check_supported()
+        attach = getattr(cluster, "attach_recorder", None)  # ssh: host outages, harness errors
+        if callable(attach):
+            stack.callback(attach(recorder, self.say))  # detached after the heal below
         stack.callback(nem.close)  # refuses later fault starts, then heals
         if proxies is not None:  # a Toxiproxy that dies cuts every client off: say so
             from .nemesis.harness import HarnessWatch
@@ -320,6 +370,40 @@ class Trial:
             sampler = NodeStatsSampler(cluster.nodes, recorder, self.spec.node_stats_interval)
             stack.callback(sampler.start().close)  # closed before the history is
         return nem
+
+    def start_load(
+        self, stack: contextlib.ExitStack, cluster: Cluster, run_dir: RunDir
+    ) -> LoadGenerator | None:
+        """The background load (--load): its topic created like the workload's, then
+        ktrial-loadgen writing load.jsonl; stopped by `stack` on error and Ctrl-C."""
+        opts = self.spec.load
+        if opts is None:
+            return None
+        from .load.generator import LoadGenerator
+
+        cluster.create_topics({opts.topic: opts.partitions}, replication_factor=opts.replication)
+        gen = LoadGenerator(
+            opts,
+            cluster.bootstrap_servers,
+            run_dir.path / "load.jsonl",
+            run_dir.logs / "loadgen.log",
+        )
+        self.meta.load = {**opts.to_json(), "program": gen.cmd[0], "telemetry": "load.jsonl"}
+        stack.callback(gen.stop)
+        gen.start()
+        self.say(
+            f"load: {opts.rate:g} msg/s offered to {opts.topic} ({opts.partitions} partitions, "
+            f"{opts.producers} producers, {opts.consumers} consumers); telemetry load.jsonl"
+        )
+        return gen
+
+    def stop_load(self, gen: LoadGenerator) -> None:
+        """Stop the load as the main phase ends, before the drain; its exit status recorded."""
+        code = gen.stop()
+        if self.meta.load is not None:
+            self.meta.load["exit_code"] = code
+        if code not in (0, None):
+            self.say(f"load generator exited with status {code} (log: logs/loadgen.log)")
 
     def main_phase(
         self,
@@ -447,45 +531,54 @@ class Trial:
             }
         self.meta.watch = section
 
+    def _secure(self, stack: contextlib.ExitStack) -> Security:
+        """The clients' TLS / SASL settings (--security-config); with --broker-security
+        also the brokers' CLIENT listener (certificates removed when the stack unwinds)."""
+        from .clusters.security import Security
+
+        client = Security(dict(self.spec.security))
+        if self.spec.broker_security:
+            from .clusters.brokersec import prepare
+
+            sec = prepare(self.spec.broker_security, client)
+            stack.callback(sec.cleanup)
+            self._broker_security = sec.broker_config
+            client = sec.client
+        return client
+
     def _make_cluster(self, nem_opts: NemesisOptions) -> Cluster:
         spec = self.spec
         if spec.cluster == "external":
             from .clusters.external import ExternalCluster
 
             ext = ExternalCluster(spec.bootstrap, spec.hooks, keep_topics=spec.keep_topics)
-            refused = {
-                f: why for f, why in ext.unsupported_faults().items() if f in nem_opts.all_faults()
-            }
+            from .nemesis.composite import refusals
+
+            limits = ext.unsupported_faults()
+            families = nem_opts.all_faults()
+            refused = {f: why for f, why in limits.items() if f in families}
+            refused.update(refusals(families, limits))
             if refused:
                 raise Unsupported("; ".join(f"{f}: {why}" for f, why in refused.items()))
             return ext
         if spec.cluster == "docker":
             from .clusters.docker import DockerCluster
 
-            return DockerCluster(
-                nodes=spec.nodes,
-                profile=spec.profile,
-                kafka_version=spec.kafka_version,
-                broker_config=spec.broker_config,
-                heap_mb=spec.heap_mb,
-                progress=self.say,
-                transaction_version=spec.transaction_version,
-            )
-        if spec.cluster == "kfake":
-            from .clusters.kfake import KfakeCluster
+            return DockerCluster(nodes=spec.nodes, progress=self.say, system=build_system(spec))
+        if spec.cluster == "ssh":
+            from .clusters.ssh import SshCluster
+            from .clusters.sshconn import SshOptions, parse_hosts
 
-            return KfakeCluster(nodes=spec.nodes, broker_config=spec.broker_config)
-        if spec.cluster != "local":
+            return SshCluster(
+                parse_hosts(spec.ssh_nodes), SshOptions(**spec.ssh), system=build_system(spec)
+            )
+        if spec.cluster not in ("local", "kfake"):  # kfake: the local backend running kfake
             raise ValueError(f"cluster backend {spec.cluster!r} is not available; use local")
         from .clusters.local import LocalCluster
 
         return LocalCluster(
             nodes=spec.nodes,
-            profile=spec.profile,
-            kafka_version=spec.kafka_version,
-            broker_config=spec.broker_config,
-            heap_mb=spec.heap_mb,
-            transaction_version=spec.transaction_version,
+            system=build_system(spec, self._broker_security),
             use_netns=spec.netns,
             work_root=None,
             save_data_to=self.run_dir.path / "data" if spec.keep_data and self.run_dir else None,
@@ -510,6 +603,10 @@ class Trial:
 
     def _collect_logs(self, cluster: Cluster, run_dir: RunDir) -> None:
         """Copy node logs into the run directory before the cluster's work dir goes."""
+        fetch = getattr(cluster, "fetch_logs", None)  # nodes on other hosts (ssh)
+        if callable(fetch):
+            fetch(run_dir.logs)
+            return
         for node in cluster.nodes:
             for p in node.log_paths:
                 with contextlib.suppress(OSError):
@@ -564,6 +661,21 @@ def note_watch(results: dict[str, Any], meta: TestMeta) -> None:
         results["warnings"] = [*warned, *results.get("warnings", [])]
 
 
+def _security_record(cluster: Cluster) -> dict[str, Any]:
+    """test.json's record of how clients reached the cluster (secrets as "***") and of
+    topics made beforehand; {} for a plain cluster that created its topics."""
+    from .clusters.security import security_of
+
+    out: dict[str, Any] = {}
+    sec = security_of(cluster)
+    if sec:
+        out["security"] = sec.describe()
+    if getattr(cluster, "use_existing_topics", False):
+        out["use_existing_topics"] = True
+        out["emptied_topics"] = dict(getattr(cluster, "emptied_topics", {}))
+    return out
+
+
 def run_workload(
     cluster: Cluster,
     workload: Workload,
@@ -595,6 +707,43 @@ def default_store() -> str:
     return os.environ.get("KTRIAL_STORE", "store")
 
 
+# ---------------------------------------------------------------------- the system
+
+
+def _profile_checker(cluster: object) -> dict[str, Any]:
+    """The checker options in a cluster's metadata (its system's client profile)."""
+    profile = cluster.get("client_profile") if isinstance(cluster, dict) else None
+    checker = profile.get("checker") if isinstance(profile, dict) else None
+    return dict(checker) if isinstance(checker, dict) else {}
+
+
+def system_name(spec: TrialSpec) -> str:
+    """The system a run puts on its nodes ("kafka", "kfake"); `--cluster kfake` is the
+    local backend running kfake."""
+    return "kfake" if spec.cluster == "kfake" else spec.system
+
+
+def build_system(spec: TrialSpec, extra_config: Mapping[str, str] | None = None) -> BrokerSystem:
+    """The BrokerSystem of a run (clusters/system.py): a node spec's, kfake, or Apache
+    Kafka with the run's version, profile, broker settings, heap and transaction protocol.
+    ValueError (a node spec's SpecError too) when it cannot be made."""
+    from .clusters.system import system_for
+
+    config = {**spec.broker_config, **dict(extra_config or {})}
+    if spec.system_spec:
+        return system_for(spec_file=spec.system_spec)
+    if system_name(spec) == "kfake":
+        return system_for("kfake", broker_config=config)
+    return system_for(
+        "kafka",
+        version=spec.kafka_version,
+        profile=spec.profile,
+        broker_config=config,
+        heap_mb=spec.heap_mb,
+        transaction_version=spec.transaction_version,
+    )
+
+
 # ---------------------------------------------------------------------- the plan
 
 
@@ -613,8 +762,12 @@ def describe_targets(targets: Any) -> str:
         return ", ".join(str(t) for t in targets)
     if targets == "controller":
         return "the active controller (resolved when the fault fires)"
-    if targets == "leaders":
+    if targets in ("leaders", "leader"):
         return "the leader of one of the workload's partitions (resolved when the fault fires)"
+    from .nemesis.targets import AT_FAULT_TIME
+
+    if targets in AT_FAULT_TIME:
+        return f"the {targets} role (resolved through the admin API when the fault fires)"
     return f"{targets} (nodes drawn when the fault fires)"
 
 

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from .base import ClientAdvertise, Node, node_fault_limits
+from .security import Security
 
 
-def admin_client(bootstrap: str, logger: str, extra: Mapping[str, Any] | None = None) -> Any:
-    """An AdminClient whose librdkafka log lines go to `logger` (connection noise)."""
+def admin_client(
+    bootstrap: str,
+    logger: str,
+    extra: Mapping[str, Any] | None = None,
+    on_error: Callable[[str], None] | None = None,
+) -> Any:
+    """An AdminClient whose librdkafka log lines go to `logger` (connection noise);
+    `on_error` hears of authentication and TLS failures (which a request only sees as
+    a timeout)."""
     from confluent_kafka.admin import AdminClient
 
     conf: dict[str, Any] = {
@@ -27,7 +35,19 @@ def admin_client(bootstrap: str, logger: str, extra: Mapping[str, Any] | None = 
         "logger": logging.getLogger(logger),
         **(extra or {}),
     }
+    if on_error is not None:
+        conf["error_cb"] = lambda err: _report_security_error(err, on_error)
     return AdminClient(conf)
+
+
+# librdkafka's error codes of a refused login or TLS handshake (_AUTHENTICATION, _SSL)
+_SECURITY_ERRORS = ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED")
+
+
+def _report_security_error(err: Any, on_error: Callable[[str], None]) -> None:
+    name = getattr(err, "name", lambda: "")()
+    if name in _SECURITY_ERRORS or "SASL" in str(err) or "SSL" in str(err):
+        on_error(f"{name}: {getattr(err, 'str', lambda: str(err))()}")
 
 
 def create_topics(
@@ -52,6 +72,70 @@ def create_topics(
                 continue
             raise RuntimeError(f"creating topic {t} failed: {e}") from e
     return created
+
+
+def existing_topic_problems(
+    found: Mapping[str, int | None], wanted: Mapping[str, int]
+) -> list[str]:
+    """What keeps topics made beforehand from serving (pure): `found` maps each topic
+    the cluster lists to its partition count (None: listed with an error)."""
+    out = []
+    for t, n in wanted.items():
+        have = found.get(t)
+        if t not in found or have is None:
+            out.append(
+                f"topic {t} does not exist: create it with {n} partitions (kafka-topics.sh "
+                f"--create --topic {t} --partitions {n} --replication-factor 3)"
+            )
+        elif have < n:
+            out.append(
+                f"topic {t} has {have} partitions, the workload needs {n}: add partitions "
+                f"(kafka-topics.sh --alter --topic {t} --partitions {n})"
+            )
+    return out
+
+
+def use_existing_topics(admin: Any, topics: Mapping[str, int]) -> dict[str, int]:
+    """Check that `topics` exist with enough partitions, then empty them: records an
+    earlier run left would be reads of values this run never wrote. Returns, per topic,
+    how many records were deleted (DeleteRecords up to the high watermark)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    md = admin.list_topics(timeout=10)
+    found = {
+        name: (None if t.error is not None else len(t.partitions)) for name, t in md.topics.items()
+    }
+    problems = existing_topic_problems(found, topics)
+    if problems:
+        raise ExistingTopicsError(
+            "--use-existing-topics: " + "; ".join(problems) + " (or run without "
+            "--use-existing-topics to let ktrial create the topics)"
+        )
+    tps = [TopicPartition(t, p) for t in topics for p in range(found[t] or 0)]
+    ends: dict[tuple[str, int], list[int]] = {}
+    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+        for tp, fut in admin.list_offsets({tp: spec for tp in tps}, request_timeout=30).items():
+            ends.setdefault((tp.topic, tp.partition), []).append(fut.result().offset)
+    full = [TopicPartition(t, p, hi) for (t, p), (lo, hi) in ends.items() if hi > lo]
+    deleted = dict.fromkeys(topics, 0)
+    for (t, _p), (lo, hi) in ends.items():
+        deleted[t] += max(0, hi - lo)
+    if full:
+        for tp, fut in admin.delete_records(full, request_timeout=30).items():
+            try:
+                fut.result()
+            except Exception as e:
+                raise ExistingTopicsError(
+                    f"--use-existing-topics: topic {tp.topic} holds records of an earlier run "
+                    f"and deleting them failed ({e}); allow DeleteRecords (ACL operation "
+                    "DELETE on the topic) or empty the topics yourself"
+                ) from None
+    return deleted
+
+
+class ExistingTopicsError(RuntimeError):
+    """Topics made beforehand are missing, too small, or cannot be emptied."""
 
 
 def out_of_sync(admin: Any, topics: Sequence[str]) -> tuple[set[int], str]:
@@ -96,9 +180,17 @@ class AdminCluster(Generic[N]):
     admin_logger = "ktrial.clusters.admin"
     ready_poll_s = 0.5
     client_advertise: ClientAdvertise | None = None
+    # How clients reach the brokers (TLS, SASL: clusters/security.py); every admin client
+    # here, the nemesis' lookups and the workloads' clients take it from the cluster.
+    security: Security = Security()
+    # The workload's topics were made beforehand (--use-existing-topics): create_topics
+    # checks them and empties them instead of creating any.
+    use_existing_topics = False
 
     def __init__(self) -> None:
         self._nodes: list[N] = []
+        self.emptied_topics: dict[str, int] = {}  # topic -> records deleted before the run
+        self.security_error = ""  # the last refused login / TLS handshake of an admin client
 
     # ------------------------------------------------------------ nodes
 
@@ -121,10 +213,15 @@ class AdminCluster(Generic[N]):
         return node_fault_limits(self._nodes)
 
     def _admin_config(self) -> Mapping[str, Any]:
-        return {}
+        return self.security.librdkafka()
 
     def _admin(self) -> Any:
-        return admin_client(self.bootstrap_servers, self.admin_logger, self._admin_config())
+        return admin_client(
+            self.bootstrap_servers, self.admin_logger, self._admin_config(), self._security_failed
+        )
+
+    def _security_failed(self, what: str) -> None:
+        self.security_error = what
 
     # ------------------------------------------------------------ readiness
 
@@ -154,7 +251,12 @@ class AdminCluster(Generic[N]):
                 why = f"{type(e).__name__}: {e}"
             if not why:
                 return
+            poll = getattr(admin, "poll", None)
+            if callable(poll):
+                poll(0)  # serves error_cb: a refused login or TLS handshake is named
             if time.monotonic() >= deadline:
+                if self.security_error:
+                    why += f"; the brokers refused the connection: {self.security_error}"
                 raise self._not_ready(timeout, why)
             time.sleep(self.ready_poll_s)
 
@@ -174,9 +276,14 @@ class AdminCluster(Generic[N]):
         config: Mapping[str, str] | None = None,
         timeout: float = 60.0,
     ) -> None:
-        """Create topics (name -> partitions) and wait until every replica is in sync."""
+        """Create topics (name -> partitions) and wait until every replica is in sync;
+        with `use_existing_topics`, check and empty the topics instead."""
         admin = self._admin()
-        self._created(create_topics(admin, topics, self._replication(replication_factor), config))
+        if self.use_existing_topics:
+            self.emptied_topics.update(use_existing_topics(admin, topics))
+        else:
+            rf = self._replication(replication_factor)
+            self._created(create_topics(admin, topics, rf, config))
         self.wait_in_sync(list(topics), timeout, admin)
 
     def _out_of_sync(self, admin: Any, topics: Sequence[str]) -> tuple[list[N], str]:

@@ -33,6 +33,7 @@ from typing import Any
 
 from .admin import AdminCluster
 from .base import Unsupported
+from .security import Security
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +251,7 @@ class ExternalCluster(AdminCluster[ExternalNode]):
         hooks: Mapping[str, str] | None = None,
         keep_topics: bool = False,
         admin_config: Mapping[str, Any] | None = None,
+        security: Security | None = None,
     ) -> None:
         super().__init__()
         if not bootstrap.strip():
@@ -262,6 +264,7 @@ class ExternalCluster(AdminCluster[ExternalNode]):
             render_hook(template, SAMPLE_FIELDS)
         self.keep_topics = keep_topics
         self.admin_config = dict(admin_config or {})
+        self.security = security or Security()
         self.created_topics: list[str] = []
         self.client_advertise = None  # brokers advertise themselves; see NO_ACCESS["toxic"]
         self.broker_versions: list[str] = []
@@ -272,7 +275,7 @@ class ExternalCluster(AdminCluster[ExternalNode]):
         return self._bootstrap
 
     def _admin_config(self) -> Mapping[str, Any]:
-        return self.admin_config
+        return {**self.security.librdkafka(), **self.admin_config}
 
     def start(self, wait: bool = True, timeout: float = 60.0) -> None:
         """Nothing to start: discover the brokers (waiting up to `timeout` if asked)."""

@@ -162,6 +162,50 @@ def server_properties(
     return props
 
 
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def client_listener_security(
+    protocol: str,
+    users: Mapping[str, str] | None = None,
+    keystore: str | None = None,
+    truststore: str | None = None,
+) -> dict[str, str]:
+    """Overrides that secure the CLIENT listener only (clusters/brokersec.py).
+
+    SASL_* take the PLAIN mechanism with `users` (name -> password) as the accounts;
+    SSL / SASL_SSL a PEM key store (key + chain) and a PEM trust store. REPLICATION and
+    CONTROLLER stay PLAINTEXT. The JAAS line holds passwords: Kafka logs it as
+    [hidden], and histories.redact masks any key ending in sasl.jaas.config.
+    """
+    prefix = f"listener.name.{CLIENT.lower()}."
+    out = {
+        "listener.security.protocol.map": (
+            f"{CLIENT}:{protocol},{REPLICATION}:PLAINTEXT,{CONTROLLER}:PLAINTEXT"
+        )
+    }
+    if protocol.startswith("SASL_"):
+        if not users:
+            raise ValueError(f"{protocol} needs at least one user")
+        accounts = " ".join(f"user_{u}={_jaas_quote(p)}" for u, p in sorted(users.items()))
+        out["sasl.enabled.mechanisms"] = "PLAIN"
+        out[prefix + "sasl.enabled.mechanisms"] = "PLAIN"
+        out[prefix + "plain.sasl.jaas.config"] = f"{PLAIN_LOGIN} required {accounts};"
+    if protocol.endswith("SSL"):
+        if not keystore or not truststore:
+            raise ValueError(f"{protocol} needs a key store and a trust store")
+        out[prefix + "ssl.keystore.type"] = "PEM"
+        out[prefix + "ssl.keystore.location"] = keystore
+        out[prefix + "ssl.truststore.type"] = "PEM"
+        out[prefix + "ssl.truststore.location"] = truststore
+        out[prefix + "ssl.client.auth"] = "none"
+    return out
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def render_properties(props: Mapping[str, str]) -> str:
     """Java .properties text (values here never need escaping beyond backslashes)."""
     lines = ["# written by ktrial; regenerated on every start"]

@@ -29,13 +29,16 @@ from ..trial import (
     Trial,
     TrialOutcome,
     TrialSpec,
+    build_system,
     default_store,
     fault_plan_lines,
     planned_node_names,
+    system_name,
 )
 from ..watch import DEFAULT_EVERY_S, MAX_SHARE
 from ..workloads.options import workload_options
 from .nemesis_flags import nemesis_options, options_from_kwargs, validate_flags
+from .ssh_flags import ssh_options, ssh_settings
 
 # Options a repeated run (--from) does not take from the earlier one.
 NOT_REPEATED = frozenset({"dry_run"})
@@ -86,7 +89,12 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
                 "time-limit, nodes, profile, workload, txn, nemesis",
                 param_hint="--config",
             )
-        if name in ("broker_config", "producer_config", "consumer_config") and isinstance(v, dict):
+        if isinstance(v, dict) and name in (
+            "broker_config",
+            "producer_config",
+            "consumer_config",
+            "security_config",
+        ):
             v = [f"{a}={b}" for a, b in v.items()]
         defaults[name] = v
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
@@ -170,6 +178,24 @@ def _parse_value(v: str) -> Any:
     return v
 
 
+def _driver_mix(text: str, workload: str, driver: str | None) -> list[str]:
+    """--driver-mix's list, checked: the queue only, not with --driver, known drivers."""
+    from ..workloads.queue import DRIVERS
+
+    if workload != "queue":
+        raise click.UsageError("--driver-mix runs the queue workload only")
+    if driver is not None:
+        raise click.UsageError("give --driver or --driver-mix, not both")
+    mix = [d.strip() for d in text.split(",") if d.strip()]
+    bad = [d for d in mix if d not in DRIVERS]
+    if not mix or bad:
+        raise click.BadParameter(
+            f"{text!r}: a comma-separated list of {', '.join(DRIVERS)}",
+            param_hint="--driver-mix",
+        )
+    return mix
+
+
 @click.command("run")
 @click.option(
     "--from",
@@ -218,13 +244,14 @@ def _parse_value(v: str) -> Any:
 @click.option(
     "--cluster",
     "cluster_kind",
-    type=click.Choice(["local", "docker", "external", "kfake"]),
+    type=click.Choice(["local", "docker", "external", "kfake", "ssh"]),
     default="local",
     show_default=True,
     help="Where brokers run: local (embedded, started by ktrial), docker (the same nodes as "
     "containers of a locally built image), external (an existing cluster at --bootstrap; "
     "process faults through --hook commands) or kfake (franz-go's in-memory Kafka, one "
-    "process for every node, with the control fault family).",
+    "process for every node, with the control fault family) or ssh (one broker on each "
+    "--node host, installed and faulted over SSH).",
 )
 @click.option(
     "--bootstrap",
@@ -246,6 +273,43 @@ def _parse_value(v: str) -> Any:
     is_flag=True,
     help="External cluster: keep the run's topics (default: deleted at teardown).",
 )
+@click.option(
+    "--security-config",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="TLS / SASL setting of every client (producers, consumers, admin, drivers), e.g. "
+    "security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-512, sasl.username=U, "
+    "ssl.ca.location=ca.pem; repeatable, wins over --security-config-file. Put passwords "
+    "in the file rather than on the command line (docs/security.md).",
+)
+@click.option(
+    "--security-config-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="PATH",
+    help="Java-style client .properties file with the security settings (security.protocol, "
+    "sasl.mechanism, sasl.username, sasl.password or sasl.jaas.config, ssl.ca.location, ...).",
+)
+@click.option(
+    "--broker-security",
+    type=click.Choice(["sasl-plain", "ssl", "sasl-ssl"]),
+    default=None,
+    help="Local cluster: secure the brokers' client listener with SASL/PLAIN (the login of "
+    "--security-config-file, or a generated one), TLS (a throwaway CA), or both.",
+)
+@click.option(
+    "--topic-prefix",
+    default=None,
+    metavar="PREFIX",
+    help="Topic names start with PREFIX instead of ktrial-<run id> (queue: PREFIX-q-0 ...; "
+    "copy: PREFIX-in, PREFIX-out; txn-cost: PREFIX-txncost).",
+)
+@click.option(
+    "--use-existing-topics",
+    is_flag=True,
+    help="The topics were made beforehand (with --topic-prefix): check that they exist with "
+    "enough partitions and empty them (DeleteRecords) instead of creating any.",
+)
 @click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
 @click.option(
     "--profile",
@@ -253,6 +317,26 @@ def _parse_value(v: str) -> Any:
     default="safe",
     show_default=True,
     help="Broker configuration profile.",
+)
+@click.option(
+    "--system",
+    "system",
+    type=click.Choice(["kafka", "kfake"]),
+    default="kafka",
+    show_default=True,
+    help="What runs on the nodes ktrial starts: kafka (Apache Kafka) or kfake (franz-go's "
+    "in-memory Kafka, one process for every node, local backend only; --cluster kfake is "
+    "the same). docs/systems.md.",
+)
+@click.option(
+    "--system-spec",
+    "system_spec",
+    default=None,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="With --cluster docker: run any broker image, as a node spec (TOML: image, ports, "
+    "per-node environment, start command, readiness, client profile) describes it; "
+    "systems/specs/ has examples (docs/systems.md, 'Any broker image').",
 )
 @click.option(
     "--kafka-version",
@@ -317,10 +401,19 @@ def _parse_value(v: str) -> Any:
 @click.option("--concurrency", type=int, default=None, help="Client processes at once.")
 @click.option(
     "--driver",
-    type=click.Choice(["confluent", "franz"]),
+    type=click.Choice(["confluent", "franz", "java"]),
     default=None,
-    help="Kafka client: confluent (librdkafka) or franz (franz-go worker, queue only;"
-    " docs/drivers.md). [default: confluent]",
+    help="Kafka client: confluent (librdkafka), franz (franz-go worker) or java"
+    " (kafka-clients worker); the workers run the queue only (docs/drivers.md)."
+    " [default: confluent]",
+)
+@click.option(
+    "--driver-mix",
+    default=None,
+    metavar="D1,D2,...",
+    help="Several clients in one queue run: worker slot s uses the s-th driver of the"
+    " list, round-robin (e.g. confluent,java,franz); one client's transactions are read"
+    " by another's consumers. Recorded per process in test.json.",
 )
 @click.option(
     "--producer-config",
@@ -341,6 +434,7 @@ def _parse_value(v: str) -> Any:
     help="Any other workload option, e.g. n_keys=16 (see docs).",
 )
 @nemesis_options
+@ssh_options
 @click.option(
     "--heal-wait",
     type=float,
@@ -354,7 +448,8 @@ def _parse_value(v: str) -> Any:
     default=5.0,
     show_default=True,
     help="Seconds between samples of each broker's RSS and page cache, recorded as "
-    "node-stats ops (the checker's memory-growth metric); 0 turns sampling off.",
+    "node-stats ops (the checker's memory-growth metric); 0 turns sampling off. "
+    "With --load and this left at 5, every second (the heap still every 5 s).",
 )
 @click.option(
     "--drain-timeout",
@@ -389,6 +484,24 @@ def _parse_value(v: str) -> Any:
     "those no fault excuses) make the run invalid, exit 1: what a soak job gates on. "
     "Recorded in test.json, so `ktrial check RUN` judges the same way.  [default: off; "
     "on with --soak]",
+)
+@click.option(
+    "--load",
+    "load_rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="RATE",
+    help="Background load beside the checked workload: ktrial-loadgen (franz-go) offering "
+    "RATE messages/s, open loop, on its own topic, with consumers in a group; telemetry "
+    "in load.jsonl, a plot in the report, and the liveness check `behind` (docs/load.md).",
+)
+@click.option(
+    "--load-opt",
+    "load_opt",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A load setting (repeatable): producers, consumers, partitions, replication, size, "
+    "batch, acks, idempotent, compression, linger_ms, topic (docs/load.md).",
 )
 @click.option("--no-live", is_flag=True, help="No live progress view.")
 @click.option(
@@ -439,6 +552,8 @@ def run(**kw: Any) -> None:
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    if kw["driver_mix"]:
+        wopts["driver_mix"] = _driver_mix(kw["driver_mix"], workload, kw["driver"])
     producer = parse_overrides(kw["producer_config"], "--producer-config")
     if kw["acks"] is not None:
         producer["acks"] = kw["acks"]
@@ -451,6 +566,10 @@ def run(**kw: Any) -> None:
         hooks = parse_hooks(kw["hooks"])
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--hook") from None
+    security = _security(kw)
+    if kw["topic_prefix"]:
+        wopts["topic_prefix"] = kw["topic_prefix"]
+    _system_profile(kw, wopts)
     if kw["cluster_kind"] == "external" and not kw["bootstrap"].strip():
         raise click.UsageError("--cluster external needs --bootstrap HOST:PORT[,HOST:PORT...]")
     if kw["keep_data"] and kw["cluster_kind"] != "local":
@@ -459,6 +578,10 @@ def run(**kw: Any) -> None:
         raise click.UsageError("--bootstrap, --hook and --keep-topics need --cluster external")
     if kw["stop_on_anomaly"] and kw["check_every"] <= 0:
         raise click.UsageError("--stop-on-anomaly needs running checks: --check-every > 0")
+    load = _load(kw, security)
+    ssh_nodes, ssh, n_hosts = ssh_settings(kw)
+    if n_hosts:
+        kw["nodes"] = n_hosts  # one node per host
     spec = TrialSpec(
         name=kw["name"] or workload,
         store=kw["store"],
@@ -469,6 +592,8 @@ def run(**kw: Any) -> None:
         profile=kw["profile"],
         kafka_version=kw["kafka_version"],
         transaction_version=_transaction_version(kw),
+        system=kw["system"],
+        system_spec=kw["system_spec"] or "",
         broker_config=parse_overrides(kw["broker_config"], "--broker-config"),
         heap_mb=kw["heap_mb"],
         netns=False if kw["no_netns"] else None,
@@ -478,15 +603,23 @@ def run(**kw: Any) -> None:
         nemesis=nem,
         heal_wait=kw["heal_wait"],
         drain_timeout=kw["drain_timeout"],
-        node_stats_interval=kw["node_stats_interval"],
+        node_stats_interval=1.0
+        if load is not None and kw["node_stats_interval"] == 5.0
+        else kw["node_stats_interval"],
         bootstrap=kw["bootstrap"],
         hooks=hooks,
         keep_topics=kw["keep_topics"],
+        security=security,
+        broker_security=kw["broker_security"] or "",
+        use_existing_topics=kw["use_existing_topics"],
+        ssh_nodes=ssh_nodes,
+        ssh=ssh,
         live=not kw["no_live"],
         check_every=kw["check_every"],
         stop_on_anomaly=kw["stop_on_anomaly"],
         liveness_bad=kw["liveness_bad"],
         soak=kw["soak"],
+        load=load,
         argv=tuple(_argv()),
         cli_options={k: v for k, v in resolved.items() if k not in NOT_REPEATED},
     )
@@ -509,11 +642,103 @@ def run(**kw: Any) -> None:
     sys.exit(outcome.exit_code)
 
 
+def _load(kw: dict[str, Any], security: dict[str, str]) -> Any:
+    """--load RATE and --load-opt KEY=VALUE as LoadOptions (None without --load)."""
+    from ..load.generator import LoadOptions, loadgen_program
+
+    pairs = parse_overrides(kw["load_opt"], "--load-opt")
+    if kw["load_rate"] is None:
+        if pairs:
+            raise click.UsageError("--load-opt needs --load RATE")
+        return None
+    if security:
+        raise click.UsageError("--load does not speak TLS or SASL yet (docs/load.md)")
+    try:
+        opts = LoadOptions.parse(kw["load_rate"], pairs)
+        loadgen_program()
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--load / --load-opt") from None
+    return opts
+
+
+def _security(kw: dict[str, Any]) -> dict[str, str]:
+    """--security-config / --security-config-file as canonical settings (clusters/security.py),
+    --broker-security and --use-existing-topics checked against the rest; usage errors."""
+    from ..clusters.security import SecurityError, load
+
+    try:
+        sec = load(kw["security_config"], kw["security_config_file"])
+    except SecurityError as e:
+        hint = "--security-config-file" if kw["security_config_file"] else "--security-config"
+        raise click.BadParameter(str(e), param_hint=hint) from None
+    if kw["broker_security"] and kw["cluster_kind"] != "local":
+        raise click.UsageError(
+            "--broker-security sets up the brokers ktrial starts with --cluster local; for "
+            "another cluster give its settings with --security-config(-file)"
+        )
+    if kw["broker_security"]:
+        from ..clusters.brokersec import plan
+
+        try:  # the same checks the run makes, before anything starts (no files yet)
+            files = {"ca": "ca.pem", "keystore": "broker.pem"}
+            plan(kw["broker_security"], sec, files)
+        except SecurityError as e:
+            raise click.BadParameter(str(e), param_hint="--broker-security") from None
+    elif sec and kw["cluster_kind"] in ("local", "docker", "kfake"):
+        raise click.UsageError(
+            f"--security-config: the {kw['cluster_kind']} cluster ktrial starts serves "
+            "PLAINTEXT; add --broker-security (local) or use --cluster external"
+        )
+    if kw["use_existing_topics"] and not kw["topic_prefix"]:
+        raise click.UsageError(
+            "--use-existing-topics needs --topic-prefix: the names of the topics made beforehand"
+        )
+    return dict(sec.settings)
+
+
+def _system_profile(kw: dict[str, Any], wopts: dict[str, Any]) -> None:
+    """Check --system/--system-spec against --cluster, and start the clients from the
+    node spec's client profile (--producer-config/--consumer-config win)."""
+    cluster, system, spec_file = kw["cluster_kind"], kw["system"], kw["system_spec"]
+    if system == "kfake" and cluster not in ("local", "kfake"):
+        raise click.UsageError(
+            f"--system kfake runs on the local backend (one process for every node), "
+            f"not --cluster {cluster}"
+        )
+    if not spec_file:
+        return
+    if cluster != "docker":
+        raise click.UsageError(
+            f"--system-spec describes a container image: it needs --cluster docker, "
+            f"not --cluster {cluster}"
+        )
+    if system != "kafka":
+        raise click.UsageError("--system-spec and --system kfake exclude each other")
+    from ..clusters.nodespec import SpecError, load_spec
+
+    try:
+        profile = load_spec(spec_file).profile
+    except SpecError as e:
+        raise click.BadParameter(str(e), param_hint="--system-spec") from None
+    for key, settings in (
+        ("producer_config", profile.producer),
+        ("consumer_config", profile.consumer),
+    ):
+        if settings:
+            wopts[key] = {**settings, **wopts.get(key, {})}
+
+
 def _transaction_version(kw: dict[str, Any]) -> int | None:
     """--transaction-version, refused (usage error) on a Kafka that cannot take it, on an
     external cluster, and --kafka-version refused when it is not a supported one."""
     wanted = None if kw["transaction_version"] is None else int(kw["transaction_version"])
-    if kw["cluster_kind"] not in ("local", "docker"):
+    not_kafka = kw["system"] != "kafka" or kw["system_spec"]
+    if not_kafka and (wanted is not None or kw["kafka_version"] is not None):
+        raise click.UsageError(
+            "--kafka-version and --transaction-version choose the Apache Kafka ktrial "
+            "starts; they do not apply to --system kfake or --system-spec"
+        )
+    if kw["cluster_kind"] not in ("local", "docker", "ssh") or not_kafka:
         if wanted is not None:
             raise click.UsageError(
                 "--transaction-version formats the Apache Kafka brokers ktrial starts "
@@ -548,6 +773,8 @@ def check_faults_fit(spec: TrialSpec, nem: NemesisOptions) -> None:
     """Refuse, before anything starts, faults this cluster cannot take: targets and
     partition shapes against its node names, network faults without namespaces, and
     on an external cluster the families its hooks do not cover."""
+    from ..nemesis.composite import refusals
+
     validate_flags(nem, planned_node_names(spec))
     families = nem.all_faults()
     refused: dict[str, str] = {}
@@ -559,15 +786,25 @@ def check_faults_fit(spec: TrialSpec, nem: NemesisOptions) -> None:
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--hook") from None
         refused = {f: why for f, why in limits.items() if f in families}
-    elif spec.cluster == "kfake":
-        from ..clusters.kfake import LIMITS
+        refused.update(refusals(families, limits))
+    system = None
+    if spec.cluster in ("local", "docker", "kfake"):
+        try:
+            system = build_system(spec)
+        except ValueError as e:
+            hint = "--system-spec" if spec.system_spec else "--system"
+            raise click.BadParameter(str(e), param_hint=hint) from None
+        shared: dict[str, str] = {}
+        if spec.netns is False or system.one_process:
+            from ..clusters.base import SHARED_ADDRESS
 
-        refused = {f: why for f, why in LIMITS.items() if f in families}
-    elif spec.netns is False:
-        from ..clusters.base import SHARED_ADDRESS
-
-        refused = {f: SHARED_ADDRESS for f in ("partition", "loss") if f in families}
-    if "control" in families and spec.cluster != "kfake":
+            shared = {f: SHARED_ADDRESS for f in ("partition", "loss")}
+            refused = {f: why for f, why in shared.items() if f in families}
+        limits = system.fault_limits()
+        refused.update({f: why for f, why in limits.items() if f in families})
+        # a composite is refused where a family it uses is, and on one-process systems
+        refused.update(refusals(families, {**shared, **limits}, one_process=system.one_process))
+    if "control" in families and not (system is not None and system.has_control):
         from ..nemesis.control import NO_CONTROL
 
         refused["control"] = NO_CONTROL
@@ -585,8 +822,13 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
         cluster = f"external at {spec.bootstrap} (nodes discovered when it starts)"
         hooks = ", ".join(sorted(spec.hooks)) or "none"
         cluster += f"; hooks: {hooks}"
-    elif spec.cluster == "kfake":
+    elif system_name(spec) == "kfake":
         cluster = f"kfake (franz-go), {spec.nodes} nodes ({', '.join(names or [])}) in one process"
+    elif spec.system_spec:
+        cluster = (
+            f"{spec.cluster}, {spec.nodes} nodes ({', '.join(names or [])}), "
+            f"the system of node spec {spec.system_spec}"
+        )
     else:
         from ..clusters.install import DEFAULT_KAFKA_VERSION
 
@@ -601,6 +843,8 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
             cluster += f", broker config {redact(spec.broker_config)}"
         if spec.netns is False:
             cluster += ", no network namespaces"
+        if spec.cluster == "ssh":
+            cluster += f"; on hosts {spec.ssh_nodes} over SSH as {spec.ssh.get('user', 'root')}"
     if dataclasses.is_dataclass(workload_opts) and not isinstance(workload_opts, type):
         wopts = redact(dataclasses.asdict(workload_opts))
     else:
@@ -614,10 +858,31 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
         f"  workload: {spec.workload}: " + ", ".join(f"{k}={v}" for k, v in sorted(wopts.items())),
         f"  time: {spec.time_limit:g} s of workload and faults, then a {spec.heal_wait:g} s "
         f"quiet wait and a drain of up to {spec.drain_timeout:g} s",
+        *_security_lines(spec),
+        *(
+            ["  load: " + ", ".join(f"{k}={v}" for k, v in spec.load.to_json().items())]
+            if spec.load is not None
+            else []
+        ),
         f"  store: {Path(spec.store) / spec.name}/<new run directory>",
         f"  checks: {_checks_line(spec)}",
         *(f"  {line}" for line in fault_lines),
     ]
+
+
+def _security_lines(spec: TrialSpec) -> list[str]:
+    """--dry-run's lines on TLS / SASL and pre-made topics (secrets as "***")."""
+    from ..clusters.security import Security
+
+    out = []
+    sec = Security(dict(spec.security))
+    if spec.broker_security:
+        out.append(f"  brokers: client listener secured ({spec.broker_security})")
+    if sec:
+        out.append("  client security: " + ", ".join(f"{k}={v}" for k, v in sec.describe().items()))
+    if spec.use_existing_topics:
+        out.append("  topics: made beforehand (checked, emptied before the run, kept)")
+    return out
 
 
 def _checks_line(spec: TrialSpec) -> str:

@@ -57,30 +57,85 @@ def leader_from_files(nodes: Sequence[Node]) -> str | None:
     return next((n.name for n in nodes if n.node_id == best[1]), None)
 
 
-def _admin(bootstrap: str) -> Any:
+def _admin(cluster: Cluster | str) -> Any:
+    """An AdminClient for `cluster` with its TLS / SASL settings (clusters/security.py);
+    a bare bootstrap string gets none."""
     from confluent_kafka.admin import AdminClient
 
+    from ..clusters.security import client_settings
+
+    bootstrap = cluster if isinstance(cluster, str) else cluster.bootstrap_servers
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "socket.timeout.ms": 5000,
         "logger": logging.getLogger("ktrial.nemesis.admin"),
+        **({} if isinstance(cluster, str) else client_settings(cluster)),
     }
     return AdminClient(conf)
 
 
 def controller(cluster: Cluster, timeout: float = 10.0) -> str | None:
+    return controller_with_source(cluster, timeout)[0]
+
+
+def parse_quorum_status(text: str) -> int | None:
+    """The LeaderId of ``kafka-metadata-quorum describe --status`` output (pure)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "LeaderId" and value.strip().lstrip("-").isdigit():
+            leader = int(value.strip())
+            return leader if leader >= 0 else None
+    return None
+
+
+def quorum_leader_via_tool(bootstrap: str, timeout: float = 40.0) -> int | None:
+    """DescribeQuorum through Kafka's own tool (MetadataQuorumCommand, in the cached jars):
+    the brokers forward it to the active controller, so the answer is the quorum leader.
+    None when no Kafka is installed here or the tool fails."""
+    import subprocess
+
+    from ..clusters.install import InstallError, require_java, resolve
+
+    try:
+        cp = resolve(auto_install=False).classpath
+        java = require_java()
+    except (InstallError, RuntimeError, OSError) as e:
+        log.info("no Kafka tools to ask DescribeQuorum with: %s", e)
+        return None
+    cmd = [java, "-Xmx128m", "-cp", cp, "org.apache.kafka.tools.MetadataQuorumCommand"]
+    cmd += ["--bootstrap-server", bootstrap, "describe", "--status"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.warning("DescribeQuorum through kafka-metadata-quorum failed: %s", e)
+        return None
+    return parse_quorum_status(out.stdout)
+
+
+def controller_with_source(cluster: Cluster, timeout: float = 10.0) -> tuple[str | None, str]:
+    """The active KRaft controller and how it was found: the nodes' quorum-state files
+    (local and docker backends), else DescribeQuorum through Kafka's tool (any KRaft
+    cluster reachable from here, slower: a JVM starts), else DescribeCluster's answer
+    (right for ZooKeeper-era clusters; a random broker on KRaft, said so)."""
     name = leader_from_files(cluster.nodes)
     if name is not None:
-        return name
+        return name, "quorum-state files (highest leader epoch)"
+    if not any(getattr(n, "data_dir", None) for n in cluster.nodes):
+        leader = quorum_leader_via_tool(cluster.bootstrap_servers)
+        if leader is not None:
+            found = next((n.name for n in cluster.nodes if n.node_id == leader), None)
+            if found is not None:
+                return found, "DescribeQuorum (kafka-metadata-quorum)"
     try:
-        admin = _admin(cluster.bootstrap_servers)  # keep it alive until the result is in
+        admin = _admin(cluster)  # keep it alive until the result is in
         ctrl = admin.describe_cluster(request_timeout=timeout).result(timeout).controller
     except Exception as e:
         log.warning("could not ask the cluster for its controller: %s", e)
-        return None
+        return None, f"quorum-state unreadable and DescribeCluster failed: {e}"
     if ctrl is None:
-        return None
-    return next((n.name for n in cluster.nodes if n.node_id == ctrl.id), None)
+        return None, "DescribeCluster named no controller"
+    name = next((n.name for n in cluster.nodes if n.node_id == ctrl.id), None)
+    return name, "DescribeCluster (on KRaft this may name any broker)"
 
 
 def _refs(partitions: Partitions) -> list[PartitionRef]:
@@ -95,7 +150,7 @@ def leaders(cluster: Cluster, partitions: Partitions, timeout: float = 10.0) -> 
     if not refs:
         return []
     try:
-        md = _admin(cluster.bootstrap_servers).list_topics(timeout=timeout)
+        md = _admin(cluster).list_topics(timeout=timeout)
     except Exception as e:
         log.warning("could not read metadata for partition leaders: %s", e)
         return []

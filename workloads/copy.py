@@ -36,12 +36,13 @@ from typing import Any, cast
 import confluent_kafka as ck
 
 from ..clusters.base import Cluster
+from ..clusters.security import client_settings
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .bounded import in_background
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, KeyMap, TopicPartition
-from .options import CommonOptions
+from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 
@@ -68,6 +69,7 @@ class CopyOptions:
     idempotence: bool = True
     sub_via: str = "subscribe"
     concurrency: int = 0
+    topic_prefix: str = ""  # topics <prefix>-in/-out instead of ktrial-<run id>-in/-out
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
 
@@ -99,7 +101,8 @@ class CopyWorkload:
         self.seed = seed
         self.run_id = opts.run_id or os.urandom(4).hex()
         n = opts.partitions
-        tin, tout = f"ktrial-{self.run_id}-in", f"ktrial-{self.run_id}-out"
+        stem = topic_stem(opts.topic_prefix, self.run_id)
+        tin, tout = f"{stem}-in", f"{stem}-out"
         self.input_keys = list(range(n))
         self.output_keys = list(range(n, 2 * n))
         self.route = {i: n + i for i in range(n)}
@@ -124,8 +127,9 @@ class CopyWorkload:
             group_id=f"ktrial-{self.run_id}-copy",
             poll_ms=self.opts.poll_ms,
             max_poll_records=self.opts.max_poll_records,
-            producer_overrides=dict(self.opts.producer_config),
-            consumer_overrides=dict(self.opts.consumer_config),
+            # the cluster's TLS / SASL settings first (clusters/security.py), then the run's
+            producer_overrides=client_settings(cluster, self.opts.producer_config),
+            consumer_overrides=client_settings(cluster, self.opts.consumer_config),
         )
         self.cfg = DriverConfig(
             txn=True, sub_via="subscribe", txn_id_prefix=f"ktrial-{self.run_id}-copier", **common
@@ -332,7 +336,7 @@ class CopyWorkload:
         targets = self.tracker.targets(self.keys.keys)
         res = drain_mod.drain(
             recorder,
-            drain_clients(self.cfg.bootstrap, self.keys, self.run_id, self.opts.consumer_config),
+            drain_clients(self.cfg.bootstrap, self.keys, self.run_id, self.cfg.consumer_overrides),
             targets,
             max(5.0, deadline - time.monotonic()),
         )

@@ -10,8 +10,25 @@ as usage errors.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+_TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def topic_stem(topic_prefix: str, run_id: str) -> str:
+    """What a workload's topic names start with: `--topic-prefix` as given (the same
+    names every run: topics made beforehand, `--use-existing-topics`), else
+    ``ktrial-<run id>`` (fresh topics per run). ValueError for a name Kafka refuses."""
+    if not topic_prefix:
+        return f"ktrial-{run_id}"
+    if not _TOPIC_CHARS.fullmatch(topic_prefix) or len(topic_prefix) > 200:
+        raise ValueError(
+            f"topic prefix {topic_prefix!r}: Kafka topic names take letters, digits, "
+            "'.', '_' and '-' (at most 200 characters here)"
+        )
+    return topic_prefix
 
 
 @dataclass(frozen=True)

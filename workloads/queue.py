@@ -18,18 +18,21 @@ from functools import partial
 from typing import Any
 
 from ..clusters.base import Cluster
+from ..clusters.security import client_settings
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .confluent import library_version as confluent_version
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .generator import Generator, GenOp, GenOptions
-from .options import CommonOptions
+from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, worker_factory, worker_program
 from .worker import drain_clients as worker_drain_clients
 from .worker import library_version as worker_version
+from .worker.driver import ClientFacts, spares_for
+from .worker.process import Spares
 
 DRIVERS = ("confluent", *WORKERS)
 
@@ -44,6 +47,9 @@ class QueueOptions:
     rate: float = 0.0  # ops/s over all workers (0: unlimited)
     concurrency: int = 16
     driver: str = "confluent"  # the client library: confluent, or a worker (docs/drivers.md)
+    # several clients in one run: worker slot s runs driver_mix[s % len] ("mix" in
+    # test.json's driver; docs/drivers.md "Mixing clients")
+    driver_mix: tuple[str, ...] = ()
     n_keys: int = 32
     active_keys: int = 4
     writes_per_key: int = 256
@@ -57,6 +63,7 @@ class QueueOptions:
     retire_after_unsure_abort: bool = True
     stop_polls_after: int = 0  # after this many ops, no more polls: a degraded run (docs/soak.md)
     run_id: str = ""
+    topic_prefix: str = ""  # topics <prefix>-q-<i> instead of ktrial-<run id>-q-<i>
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
 
@@ -66,6 +73,8 @@ class QueueOptions:
         unknown = sorted(set(opts) - known)
         if unknown:
             raise ValueError(f"queue workload: unknown options {unknown}; known: {sorted(known)}")
+        if "driver_mix" in opts:
+            opts = {**opts, "driver_mix": tuple(opts["driver_mix"] or ())}
         return cls(**opts)
 
     @classmethod
@@ -111,7 +120,7 @@ class QueueWorkload:
         self.seed = seed
         check_driver(opts)
         self.run_id = opts.run_id or os.urandom(4).hex()
-        self.prefix = f"ktrial-{self.run_id}-q"
+        self.prefix = f"{topic_stem(opts.topic_prefix, self.run_id)}-q"
         self.keys = key_layout(self.prefix, opts.n_keys, opts.ppt)
         self.gen = Generator(
             GenOptions(
@@ -132,13 +141,26 @@ class QueueWorkload:
         self.tracker = OffsetTracker()
         self._make_factory = driver_factory or _confluent_factory
         self.cfg: DriverConfig | None = None
+        # the mix's configuration per driver, and which driver each process ran
+        self.cfgs: dict[str, DriverConfig] = {}
+        self.process_drivers: dict[int, str] = {}
+        # per worker driver, what its clients said of themselves (transaction protocol)
+        self.observed: dict[str, ClientFacts] = {}
+        self._spares: list[Spares] = []  # pre-started workers, killed when the run ends
+        self._pd_lock = threading.Lock()
         self.slots: list[Slot] = []
 
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
         topics = {t: self.opts.ppt for t in self.keys.topics()}
         cluster.create_topics(topics, replication_factor=self.opts.replication_factor)
-        self.cfg = self._config_class()(
+        for name in mix_of(self.opts):
+            self.cfgs[name] = self._config_class(name)(**self._config_args(cluster))
+        self.cfg = self.cfgs[mix_of(self.opts)[0]]
+        return self.describe()
+
+    def _config_args(self, cluster: Cluster) -> dict[str, Any]:
+        return dict(
             bootstrap=cluster.bootstrap_servers,
             keys=self.keys,
             group_id=f"ktrial-{self.run_id}-g",
@@ -148,15 +170,15 @@ class QueueWorkload:
             txn_id_prefix=f"ktrial-{self.run_id}",
             poll_ms=self.opts.poll_ms,
             retire_after_unsure_abort=self.opts.retire_after_unsure_abort,
-            producer_overrides=dict(self.opts.producer_config),
-            consumer_overrides=dict(self.opts.consumer_config),
+            # the cluster's TLS / SASL settings first (clusters/security.py), then the run's
+            producer_overrides=client_settings(cluster, self.opts.producer_config),
+            consumer_overrides=client_settings(cluster, self.opts.consumer_config),
         )
-        return self.describe()
 
-    def _config_class(self) -> Callable[..., DriverConfig]:
-        if self.opts.driver == "confluent":
+    def _config_class(self, driver: str) -> Callable[..., DriverConfig]:
+        if driver == "confluent":
             return DriverConfig
-        return partial(WorkerConfig, worker=self.opts.driver)
+        return partial(WorkerConfig, worker=driver)
 
     def describe(self) -> dict[str, Any]:
         assert self.cfg is not None
@@ -171,26 +193,68 @@ class QueueWorkload:
             "txn": self.opts.txn,
             "idempotence": self.opts.idempotence,
             "sub_via": self.opts.sub_via,
-            "driver": self.opts.driver,
-            "driver_version": (
-                confluent_version()
-                if self.opts.driver == "confluent"
-                else worker_version(self.opts.driver)
-            ),
+            "driver": "mix" if self.opts.driver_mix else self.opts.driver,
+            "driver_version": "; ".join(
+                v for v in (_library_version(d) for d in mix_of(self.opts)) if v
+            )
+            or None,
+            **self._mix_meta(),
             # Kafka infers no ww order from the history alone; the checker may derive it
             # from offsets, which is what Jepsen's queue does.
             "ww_deps": True,
         }
 
+    def _mix_meta(self) -> dict[str, Any]:
+        """A mixed run's drivers: the mix, each slot's driver, each driver's settings."""
+        if not self.opts.driver_mix:
+            return {}
+        mix = list(self.opts.driver_mix)
+        return {
+            "driver_mix": mix,
+            "slot_drivers": {str(s): mix[s % len(mix)] for s in range(self.opts.concurrency)},
+            "driver_configs": {
+                name: {
+                    "version": _library_version(name),
+                    "producer_config": cfg.producer_config(),
+                    "consumer_config": cfg.consumer_config(),
+                }
+                for name, cfg in self.cfgs.items()
+            },
+        }
+
+    def results(self) -> dict[str, Any] | None:
+        """test.json's workload_results: what the worker clients said of themselves (the
+        transaction protocol kafka-clients chose) and, in a mix, which driver each
+        logical process ran."""
+        out: dict[str, Any] = {}
+        clients = {name: f.to_json() for name, f in self.observed.items()}
+        clients = {name: c for name, c in clients.items() if c}
+        if clients:
+            out["clients"] = clients
+        if self.opts.driver_mix:
+            with self._pd_lock:
+                out["process_drivers"] = {
+                    str(p): d for p, d in sorted(self.process_drivers.items())
+                }
+        return out or None
+
+    def coordinator_keys(self) -> dict[str, list[str]]:
+        """The transactional ids and consumer groups this run's clients use (the nemesis
+        aims at their coordinators: nemesis/roles.py)."""
+        assert self.cfg is not None, "setup() first"
+        ids = [f"{self.cfg.txn_id_prefix}-w{i}" for i in range(self.opts.concurrency)]
+        return {
+            "transactional_ids": ids if self.opts.txn else [],
+            "groups": [self.cfg.group_id],
+        }
+
     # ------------------------------------------------------------------------ main phase
     def run(self, recorder: Recorder, stop: threading.Event) -> None:
         assert self.cfg is not None, "setup() first"
-        if isinstance(self.cfg, WorkerConfig) and self._make_factory is _confluent_factory:
-            factory = worker_factory(self.cfg, stop)
-        elif self._make_factory is _confluent_factory:
-            factory = _confluent_factory(self.cfg, stop)
-        else:
+        if self._make_factory is not _confluent_factory:
             factory = self._make_factory(self.cfg)
+        else:
+            factory = self._mixed_factory(stop)
         limiter = RateLimiter(self.opts.rate)
         self.slots = [Slot(recorder, factory, i, stop) for i in range(self.opts.concurrency)]
         errors: list[BaseException] = []
@@ -207,10 +271,31 @@ class QueueWorkload:
             t.start()
         for t in threads:
             t.join()
+        for sp in self._spares:
+            sp.close()
         if errors:
             raise RuntimeError(
                 f"queue workload: {len(errors)} worker(s) died: {errors[0]!r}"
             ) from errors[0]
+
+    def _mixed_factory(self, stop: threading.Event) -> DriverFactory:
+        """Opens each process with its slot's driver (the one driver unless mixed),
+        noting which driver each process ran."""
+        mix = mix_of(self.opts)
+        factories = {
+            name: _factory_for(
+                cfg, stop, self.observed.setdefault(name, ClientFacts()), self._spares
+            )
+            for name, cfg in self.cfgs.items()
+        }
+
+        def open_driver(process: int, slot: int) -> Driver:
+            name = mix[slot % len(mix)]
+            with self._pd_lock:
+                self.process_drivers[process] = name
+            return factories[name](process, slot)
+
+        return open_driver
 
     def _next(self, needs_assign: bool) -> Any:
         with self._gen_lock:
@@ -250,33 +335,61 @@ class QueueWorkload:
     def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
         assert self.cfg is not None, "setup() first"
         targets = self.tracker.targets(self.keys.keys)
+        name = mix_of(self.opts)[0]  # a mix drains with its first driver
         if isinstance(self.cfg, WorkerConfig):
-            wclients = worker_drain_clients(
+            clients: Callable[[int], Any] = worker_drain_clients(
                 self.cfg.worker,
                 self.cfg.bootstrap,
                 self.keys,
                 self.run_id,
-                self.opts.consumer_config,
+                self.cfg.consumer_overrides,
             )
-            return drain_mod.drain(recorder, wclients, targets, timeout_s)
-        clients = drain_clients(
-            self.cfg.bootstrap, self.keys, self.run_id, self.opts.consumer_config
-        )
-        return drain_mod.drain(recorder, clients, targets, timeout_s)
+        else:
+            clients = drain_clients(
+                self.cfg.bootstrap, self.keys, self.run_id, self.cfg.consumer_overrides
+            )
+
+        def open_drain(process: int) -> Any:
+            with self._pd_lock:
+                self.process_drivers[process] = name
+            return clients(process)
+
+        return drain_mod.drain(recorder, open_drain, targets, timeout_s)
+
+
+def mix_of(opts: QueueOptions) -> tuple[str, ...]:
+    """The drivers a run uses, in slot order: the mix, or the one driver."""
+    return opts.driver_mix or (opts.driver,)
 
 
 def check_driver(opts: QueueOptions) -> None:
     """Refuse a driver this workload cannot run (ValueError, shown as a usage error)."""
-    if opts.driver not in DRIVERS:
-        raise ValueError(f"unknown driver {opts.driver!r}; choose one of {', '.join(DRIVERS)}")
-    if opts.driver == "confluent":
-        return
-    if opts.sub_via != "assign":
-        raise ValueError(
-            f"the {opts.driver} driver assigns partitions; --sub-via subscribe needs"
-            " --driver confluent"
-        )
-    worker_program(opts.driver)  # built?
+    for driver in mix_of(opts):
+        if driver not in DRIVERS:
+            raise ValueError(f"unknown driver {driver!r}; choose one of {', '.join(DRIVERS)}")
+        if driver == "confluent":
+            continue
+        if opts.sub_via != "assign":
+            raise ValueError(
+                f"the {driver} driver assigns partitions; --sub-via subscribe needs"
+                " --driver confluent"
+            )
+        worker_program(driver)  # built?
+
+
+def _library_version(driver: str) -> str | None:
+    return confluent_version() if driver == "confluent" else worker_version(driver)
+
+
+def _factory_for(
+    cfg: DriverConfig, stop: threading.Event, observed: ClientFacts, pools: list[Spares]
+) -> DriverFactory:
+    if isinstance(cfg, WorkerConfig):
+        spares = spares_for(cfg.worker)
+        if spares is not None:
+            pools.append(spares)
+        return worker_factory(cfg, stop, observed, spares)
+    return _confluent_factory(cfg, stop)
 
 
 def _assign(d: Driver, keys: list[int]) -> Completion:

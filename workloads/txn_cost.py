@@ -47,11 +47,12 @@ from typing import Any
 import confluent_kafka as ck
 
 from ..clusters.base import Cluster
+from ..clusters.security import Security, security_of
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
-from .options import CommonOptions
+from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker
 
@@ -107,6 +108,7 @@ class TxnCostOptions:
     partitions: int = 8
     replication_factor: int = 3
     run_id: str = ""
+    topic_prefix: str = ""  # topic <prefix>-txncost instead of ktrial-<run id>-txncost
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)  # the drain's readers
 
@@ -381,7 +383,7 @@ class TxnCostWorkload:
         self.opts = opts
         self.seed = seed
         self.run_id = opts.run_id or os.urandom(4).hex()
-        self.topic = f"ktrial-{self.run_id}-txncost"
+        self.topic = f"{topic_stem(opts.topic_prefix, self.run_id)}-txncost"
         self.keys = KeyMap({k: TopicPartition(self.topic, k) for k in range(opts.partitions)})
         self.cells = cell_schedule(opts.producers, opts.sizes)
         self.tracker = OffsetTracker()
@@ -389,6 +391,7 @@ class TxnCostWorkload:
         self._next_value = 0
         self.rows: dict[Cell, dict[str, Any]] = {}
         self.bootstrap = ""
+        self.security = Security()
         self.say: Callable[[str], None] = _to_stderr
         self._make_factory = driver_factory or self._factory
 
@@ -398,6 +401,7 @@ class TxnCostWorkload:
             {self.topic: self.opts.partitions}, replication_factor=self.opts.replication_factor
         )
         self.bootstrap = cluster.bootstrap_servers
+        self.security = security_of(cluster)  # TLS / SASL (clusters/security.py)
         return self.describe()
 
     def driver_config(self, producers: int) -> DriverConfig:
@@ -409,8 +413,8 @@ class TxnCostWorkload:
             txn=True,
             idempotence=True,
             txn_id_prefix=f"ktrial-{self.run_id}-tc{producers}",
-            producer_overrides=dict(self.opts.producer_config),
-            consumer_overrides=dict(self.opts.consumer_config),
+            producer_overrides={**self.security.librdkafka(), **self.opts.producer_config},
+            consumer_overrides={**self.security.librdkafka(), **self.opts.consumer_config},
         )
 
     def describe(self) -> dict[str, Any]:
@@ -563,7 +567,10 @@ class TxnCostWorkload:
         try:
             targets = self.tracker.targets(self.keys.keys)
             clients = drain_clients(
-                self.bootstrap, self.keys, self.run_id, self.opts.consumer_config
+                self.bootstrap,
+                self.keys,
+                self.run_id,
+                {**self.security.librdkafka(), **self.opts.consumer_config},
             )
             res = drain_mod.drain(recorder, clients, targets, timeout_s)
         finally:

@@ -141,9 +141,16 @@ func options(r *request) ([]kgo.Opt, error) {
 	if r.TxnID != "" {
 		opts = append(opts, kgo.TransactionalID(r.TxnID))
 	}
+	sec, err := securityOptions(r.Settings) // TLS and SASL, as one group (security.go)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	names := make([]string, 0, len(r.Settings))
 	for k := range r.Settings {
-		names = append(names, k)
+		if !securityKeys[k] {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	for _, k := range names {
