@@ -16,10 +16,11 @@ from operator import itemgetter
 from typing import Any
 
 from ..histories.jsonl import iter_flat, iter_history
+from ..histories.loadlog import LOAD_FILE, LoadLog, LoadLogError, read_loadlog
 from ..histories.model import NEMESIS, Flat, Op
-from . import catalogue, cycles, faults, liveness, metrics, order, visibility
+from . import behind, catalogue, cycles, faults, liveness, metrics, order, visibility
 from .copy import check_copy, copy_section
-from .excuse import cluster_nodes
+from .excuse import cluster_nodes, fault_intervals
 from .logs import build_logs
 from .options import CheckOptions
 from .prepare import Prepared, prepare
@@ -40,12 +41,16 @@ _first, _second = itemgetter(0), itemgetter(1)
 
 
 def check(
-    ops: Iterable[Op | Flat], opts: CheckOptions = DEFAULT, meta: dict[str, Any] | None = None
+    ops: Iterable[Op | Flat],
+    opts: CheckOptions = DEFAULT,
+    meta: dict[str, Any] | None = None,
+    load: LoadLog | None = None,
 ) -> dict[str, Any]:
     """Check a history; return the results dict (docs/anomalies.md).
 
     A copy-workload history (test.json has a ``copy`` section, or ``opts.copy``) is
-    also checked for exactly-once: eos-duplicate and eos-loss.
+    also checked for exactly-once: eos-duplicate and eos-loss. `load`: the background
+    load's telemetry (load.jsonl), judged "behind" or not (checker/behind.py).
     """
     started = time.monotonic()
     copy_meta = _copy_meta(opts, meta)
@@ -61,7 +66,7 @@ def check(
     try:
         nemesis: list[Op] = []
         p = prepare(_tap_nemesis(ops, nemesis))
-        res = analyse(p, opts, started, nemesis, meta)
+        res = analyse(p, opts, started, nemesis, meta, load)
         if is_copy:
             assert copy_meta is not None
             merge_anomalies(res, check_copy(ops, copy_meta, opts.max_examples))  # type: ignore[arg-type]
@@ -76,9 +81,20 @@ def check_file(
     opts: CheckOptions = DEFAULT,
     meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Check a history.jsonl file (streamed; malformed input raises HistoryError)."""
+    """Check a history.jsonl file (streamed; malformed input raises HistoryError), with
+    the load.jsonl beside it when there is one (an unreadable one is a warning)."""
     reader = iter_history if needs_ops(opts, meta) else iter_flat
-    return check(reader(path), opts, meta)
+    load_path = os.path.join(os.path.dirname(os.fspath(path)), LOAD_FILE)
+    load, warning = None, None
+    if os.path.isfile(load_path):
+        try:
+            load = read_loadlog(load_path)
+        except LoadLogError as e:
+            warning = f"the background load was not judged: {e}"
+    res = check(reader(path), opts, meta, load)
+    if warning:
+        res["warnings"] = [*res.get("warnings", []), warning]
+    return res
 
 
 def needs_ops(opts: CheckOptions, meta: dict[str, Any] | None) -> bool:
@@ -119,6 +135,7 @@ def analyse(
     started: float,
     nemesis: Sequence[Op] = (),
     meta: dict[str, Any] | None = None,
+    load: LoadLog | None = None,
 ) -> dict[str, Any]:
     sub_via = opts.sub_via or ("subscribe" if p.has_subscribe else "assign")
     limit = max(opts.max_examples, 1)
@@ -140,6 +157,8 @@ def analyse(
     found["cycle-search-timeout"] = timeouts
     judged = judged_window_of(p, nemesis, meta, opts)
     live = liveness.liveness(p, logs, nemesis, opts, judged, cluster_nodes(meta))
+    if load is not None:
+        _judge_load(live, load, p, nemesis, meta, opts)
     if opts.liveness_bad:  # soak jobs: each violation type becomes a (bad) anomaly type
         found.update(liveness.violations_by_type(live))
     liveness.cap_violations(live)
@@ -169,6 +188,28 @@ def analyse(
         res["metrics"]["judged_window"] = judged.to_json(p.first_time or 0)
     res["stats"] = _stats(p, logs, opts, sub_via, cycle_stats, started)
     return res
+
+
+def _judge_load(
+    live: dict[str, Any],
+    load: LoadLog,
+    p: Prepared,
+    nemesis: Sequence[Op],
+    meta: dict[str, Any] | None,
+    opts: CheckOptions,
+) -> None:
+    """The background load's "behind" check, on the history's clock (test.json's
+    history_wall_start), with a fault and its recovery time excusing it."""
+    t0 = p.first_time or 0
+    end = p.last_time or t0
+    wall0 = (meta or {}).get("history_wall_start")
+    start = load.start_time
+    offset = start - wall0 - t0 / 1e9 if isinstance(wall0, (int, float)) and start else 0.0
+    spans = [
+        ((f.start_ns - t0) / 1e9, (f.end_ns - t0) / 1e9 + opts.recovery_s, f.label())
+        for f in fault_intervals(nemesis, end)
+    ]
+    behind.add_to_liveness(live, load, spans, offset, opts.liveness_window_s, opts.liveness_bad)
 
 
 def judged_window_of(

@@ -12,9 +12,11 @@ import click
 
 # module name -> attribute holding the click command
 COMMANDS: dict[str, str] = {
+    "bench": "bench",
     "check": "check",
     "cluster": "cluster",
     "faults": "faults",
+    "hunt": "hunt",
     "run": "run",
     "report": "report",
     "runs": "runs",

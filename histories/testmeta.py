@@ -64,6 +64,9 @@ class TestMeta:
     # the checker settings the run asked for (``liveness_bad``, ``soak``): the final check,
     # `ktrial check RUN` and `ktrial report --recheck` all read them from here
     checker: dict[str, Any] | None = None
+    # the background load of `--load` (load/generator.py): its settings, topic, program
+    # and exit status; its telemetry is load.jsonl beside the history
+    load: dict[str, Any] | None = None
     interrupted: bool | None = None
     wall_end: float | None = None  # epoch seconds when the run's phases ended
     other: dict[str, Any] = field(default_factory=dict)  # every key not named above
@@ -174,6 +177,7 @@ _DICTS = (
     "cli_options",
     "watch",
     "checker",
+    "load",
 )
 
 

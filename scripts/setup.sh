@@ -4,7 +4,8 @@
 #   - Debian packages: iproute2/iptables (namespaces, partitions), stress-ng (memory
 #     balloon), a JDK and Maven (Kafka brokers from Maven Central), procps, chromium
 #     (headless check of the HTML report), docker.io and debootstrap (the docker
-#     backend builds its image locally)
+#     backend builds its image locally), openssh-server (sshd for the test hosts of
+#     the ssh backend; the daemon is not started)
 #   - the Python environment in .venv with ktrial installed editable
 #   - the Kafka jars from Maven Central into ~/.cache/ktrial/kafka/<version>/lib
 #   - the Toxiproxy server from the Go module proxy into ~/.cache/ktrial/bin
@@ -42,6 +43,7 @@ command -v chromium >/dev/null || need_pkgs+=(chromium)  # report screenshot tes
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need_pkgs+=(golang-go)
 command -v dockerd >/dev/null || need_pkgs+=(docker.io)        # --cluster docker
 command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)  # its locally built image
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)            # the SSH backend's test hosts
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_pkgs[*]}"
@@ -93,7 +95,8 @@ if [ ! -x "$kfake" ] || [ "$(cat "$kfake.sha256" 2>/dev/null)" != "$kfake_want" 
     sh -c 'cd systems/kfake && go build -o "$1.tmp" . && mv "$1.tmp" "$1"' sh "$kfake"
   echo "$kfake_want" >"$kfake.sha256"
 fi
-# 6. Driver workers (docs/drivers.md): workers/<name> built with Go into workers/bin
+# 6. Driver workers (docs/drivers.md) and the load generator (workers/loadgen,
+# docs/load.md): workers/<name> built with Go into workers/bin/ktrial-<name>
 # (gitignored), rebuilt only when its sources change (their hash is kept beside it)
 for src in workers/*/; do
   [ -f "${src}go.mod" ] || continue
@@ -101,11 +104,25 @@ for src in workers/*/; do
   bin="workers/bin/ktrial-$name"
   want=$(cat "$src"go.mod "$src"go.sum "$src"*.go | sha256sum | cut -d' ' -f1)
   if [ ! -x "$bin" ] || [ "$(cat "$bin.sha256" 2>/dev/null)" != "$want" ]; then
-    log "building the $name driver worker ($src) from the Go module proxy"
+    log "building ktrial-$name ($src) from the Go module proxy"
     mkdir -p workers/bin
     step "go build $name worker" env PATH="$PATH:/usr/local/go/bin" \
       sh -c 'cd "$1" && go build -o "$2.tmp" . && mv "$2.tmp" "$2"' sh "$src" "$here/$bin"
     echo "$want" >"$bin.sha256"
   fi
 done
+# 7. The Java driver worker (workers/java, docs/drivers.md): built with Maven from Maven
+# Central into workers/bin/java (gitignored) plus its launcher workers/bin/ktrial-java,
+# again only when its sources change
+java_want=$(cat workers/java/pom.xml workers/java/ktrial-java.sh $(find workers/java/src -name '*.java' | sort) | sha256sum | cut -d' ' -f1)
+if [ ! -x workers/bin/ktrial-java ] || [ "$(cat workers/bin/ktrial-java.sha256 2>/dev/null)" != "$java_want" ]; then
+  log "building ktrial-java (workers/java) with Maven"
+  step "mvn package java worker" sh -c 'cd workers/java && mvn -q -B package'
+  # a class-data-sharing archive of the classes a worker loads: a faster JVM start
+  rm -f workers/bin/java/ktrial-java.jsa
+  step "java worker CDS archive" java -XX:ArchiveClassesAtExit=workers/bin/java/ktrial-java.jsa \
+    -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar workers/bin/java/ktrial-java.jar --train
+  install -m 755 workers/java/ktrial-java.sh workers/bin/ktrial-java
+  echo "$java_want" >workers/bin/ktrial-java.sha256
+fi
 log "ready (tool output: $LOG)"

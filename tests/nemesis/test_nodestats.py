@@ -6,8 +6,9 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ktrial.clusters.base import Node
 from ktrial.histories.jsonl import HistoryWriter, iter_history
 from ktrial.histories.recorder import Recorder
 from ktrial.nemesis.nodestats import F_NODE_STATS, NodeStatsSampler, proc_memory, sample
@@ -83,3 +84,107 @@ def test_sample_reads_the_node_cgroups_anonymous_memory_and_page_cache(tmp_path:
     node.cgroup = str(tmp_path)
     s = sample([node])["n1"]
     assert (s["cgroup_anon_bytes"], s["cache_bytes"]) == (123456, 7890)
+
+
+# ---------------------------------------------------------------- reclaim telemetry
+# Parsers checked on files copied from this machine (Linux 6.18, cgroups v1, PSI on):
+# tests/data/load/ holds /proc/vmstat, /proc/pressure/memory, /proc/meminfo, the root
+# memory cgroup's memory.stat and a Kafka broker's /proc/<pid>/stat.
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "load"
+
+
+def test_proc_stat_of_a_real_broker() -> None:
+    from ktrial.nemesis.nodestats import parse_proc_stat
+
+    cpu, majflt = parse_proc_stat((DATA / "broker-stat").read_text(), 100) or (None, None)
+    assert cpu == (1376 + 134) / 100  # utime + stime, clock ticks
+    assert majflt == 26
+    # a command name with spaces and parentheses does not shift the fields
+    odd = "42 (a) b (c)) S 1 2 3 4 5 6 7 8 9 10 20 30 0 0"
+    assert parse_proc_stat(odd, 10) == ((20 + 30) / 10, 9)
+    assert parse_proc_stat("garbage", 100) is None
+
+
+def test_proc_cpu_of_this_process_grows() -> None:
+    from ktrial.nemesis.nodestats import proc_cpu
+
+    before = proc_cpu(os.getpid())
+    sum(i * i for i in range(300_000))
+    after = proc_cpu(os.getpid())
+    assert before is not None and after is not None
+    assert after[0] >= before[0] and after[1] >= before[1]
+
+
+def test_host_figures_from_this_machines_files() -> None:
+    from ktrial.nemesis.nodestats import host_figures
+
+    vm = (DATA / "vmstat").read_text()
+    h = host_figures(vm, (DATA / "pressure-memory").read_text(), (DATA / "meminfo").read_text())
+    assert h["host_allocstall"] == 0 and h["host_pgscan_direct"] == 0  # an idle host
+    assert h["host_pgsteal_direct"] == 0
+    assert h["host_pgmajfault"] is not None and h["host_pgmajfault"] > 0
+    assert h["host_psi_some_us"] is not None and h["host_psi_some_us"] > 0
+    assert h["host_psi_full_us"] is not None and h["host_psi_full_us"] <= h["host_psi_some_us"]
+    assert h["host_mem_available_bytes"] is not None and h["host_mem_available_bytes"] > 2**30
+    # allocstall is summed over zones; a kernel without PSI or meminfo gives None
+    stalled = vm.replace("allocstall_normal 0", "allocstall_normal 7").replace(
+        "allocstall_movable 0", "allocstall_movable 5"
+    )
+    h2 = host_figures(stalled, None, None)
+    assert h2["host_allocstall"] == 12
+    assert h2["host_psi_some_us"] is None and h2["host_mem_available_bytes"] is None
+    assert host_figures(None, None, None)["host_pgscan_direct"] is None
+
+
+def test_cgroup_figures_v1_real_and_v2() -> None:
+    from ktrial.nemesis.cgroups import parse_kv
+    from ktrial.nemesis.nodestats import cgroup_figures
+
+    v1 = parse_kv((DATA / "cgroup-v1-memory.stat").read_text())
+    f1 = cgroup_figures(v1, 1)
+    assert f1["cgroup_pgmajfault"] == v1["total_pgmajfault"]  # hierarchical
+    assert f1["cgroup_pgscan_direct"] is None  # cgroup v1 does not count it
+    v2 = parse_kv("anon 10\nfile 20\npgmajfault 3\npgscan_direct 400\npgsteal_direct 300\n")
+    assert cgroup_figures(v2, 2) == {
+        "cgroup_pgmajfault": 3,
+        "cgroup_pgscan_direct": 400,
+        "cgroup_pgsteal_direct": 300,
+    }
+
+
+def test_sample_has_cpu_faults_and_host_counters_and_reuses_the_heap() -> None:
+    import ktrial.nemesis.nodestats as ns
+
+    calls: list[int] = []
+    real = ns.jvm_heap
+
+    def counting(pid: int) -> Any:
+        calls.append(pid)
+        return real(pid)
+
+    ns.jvm_heap = counting  # type: ignore[assignment]
+    try:
+        last: dict[int, Any] = {}
+        node = ProcNode("n1", os.getpid())
+        s1 = sample([cast(Node, node)], True, last)["n1"]
+        s2 = sample([cast(Node, node)], False, last)["n1"]
+    finally:
+        ns.jvm_heap = real  # type: ignore[assignment]
+    assert calls == [os.getpid()]  # the second sample carried the heap forward
+    for s in (s1, s2):
+        assert s["cpu_ms"] is not None and s["majflt"] is not None
+        assert "host_pgscan_direct" in s and "host_psi_some_us" in s
+    assert s2["cpu_ms"] >= s1["cpu_ms"]  # type: ignore[operator]
+
+
+def test_sampler_reads_the_heap_every_fifth_second() -> None:
+    rec = _ListRecorder()
+    s = NodeStatsSampler([], rec, interval_s=1.0)
+    assert s.heap_every == 5
+    assert NodeStatsSampler([], rec, interval_s=5.0).heap_every == 1
+
+
+class _ListRecorder:
+    def nemesis(self, f: str, value: Any, **extra: Any) -> None:
+        pass
