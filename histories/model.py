@@ -36,6 +36,12 @@ FAULT_START_F: dict[str, str] = {
     "memory-squeeze": "memory",
     "toxic-on": "toxic",
     "start-control": "control",
+    # composite faults (nemesis/composite.py): one start op each, then their step ops
+    "start-partition-then-kill": "partition-then-kill",
+    "start-kill-during-commit": "kill-during-commit",
+    "start-rolling-isr-restart": "rolling-isr-restart",
+    "start-isolate-leader-restart-stale": "isolate-leader-restart-stale",
+    "start-asymmetric-link": "asymmetric-link",
 }
 # Every f a client op may have: the data ops, the consumer ops, a client's crash, and
 # Jepsen's debug-topic-partitions (read and ignored). Any other f of a client op is

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..clusters.base import Cluster, Node
 from ..histories.recorder import Recorder
 from . import iptables, targets
+from .roles import Resolution, RoleSource
 
 log = logging.getLogger("ktrial.nemesis")
 
@@ -46,6 +47,7 @@ class Context:
     controller: Callable[[], str | None] = lambda: None
     leaders: Callable[[], list[str]] = lambda: []
     proxies: Any = None  # ClientProxies when Toxiproxy fronts the brokers
+    roles: RoleSource | None = None  # resolves role targets (leader, isr, coordinators...)
     uid: str = field(default_factory=lambda: f"{random.SystemRandom().getrandbits(24):06x}")
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     active: list[FaultBase] = field(default_factory=list)
@@ -63,12 +65,36 @@ class Context:
         return [n.name for n in self.cluster.nodes]
 
     def resolve(self, spec: TargetSpec, default: str = "one") -> list[str]:
-        """Node names for a target spec, asking the cluster for controller/leaders now."""
+        """Node names for a target spec, asking the cluster for roles now."""
+        return self.resolve_role(spec, default)[0]
+
+    def resolve_role(
+        self, spec: TargetSpec, default: str = "one", partition: str | None = None
+    ) -> tuple[list[str], Resolution | None]:
+        """Node names for a target spec and, for a role (leader, isr, txn-coordinator,
+        ...), the Resolution to record: what the cluster said, or why it could not say
+        and the random node hit instead (``fallback: "one"``, logged and recorded —
+        never silently)."""
         spec = default if spec is None else spec
-        ctrl = self.controller() if spec == "controller" else None
-        lead = self.leaders() if spec == "leaders" else []
-        with self.lock:  # the rng is shared by the schedule thread and callers
-            return targets.select(spec, self.node_names(), self.rng, ctrl, lead)
+        if not (isinstance(spec, str) and spec in targets.AT_FAULT_TIME):
+            with self.lock:  # the rng is shared by the schedule thread and callers
+                return targets.select(spec, self.node_names(), self.rng), None
+        if self.roles is None:  # a bare Context: the controller/leaders callables
+            ctrl = self.controller() if spec == "controller" else None
+            lead = self.leaders() if spec == "leaders" else []
+            with self.lock:
+                return targets.select(spec, self.node_names(), self.rng, ctrl, lead), None
+        with self.lock:  # a partition drawn for leader/isr/followers comes from the rng
+            rng = random.Random(self.rng.getrandbits(64))
+        res = self.roles.resolve(spec, rng, partition)
+        if res.error is not None:
+            with self.lock:
+                nodes = targets.select("one", self.node_names(), self.rng)
+            log.warning(
+                "nemesis: role %s not resolved (%s); hitting %s instead", spec, res.error, nodes
+            )
+            res.fell_back("one", nodes)
+        return list(res.nodes), res
 
     def next_id(self, family: str) -> str:
         return f"{self.uid}-{next(self._seq)}-{family}"
@@ -93,15 +119,29 @@ class FaultBase:
         self.started = False
         self.stopped = False
         self.info: dict[str, Any] = {}
+        self.role: dict[str, Any] | None = None  # the role resolution, for the start op
+        self._role_recorded = False
 
     @staticmethod
     def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
         """Refuse bad parameter values before the run (pure; raises params.ParamError).
         Families with parameters override it; names are checked by core.check_params."""
 
+    def resolve(self, spec: TargetSpec, default: str = "one") -> list[str]:
+        """Node names for `spec`; a role's resolution is kept for the start op."""
+        nodes, res = self.ctx.resolve_role(spec, default)
+        if res is not None:
+            self.role = res.to_json()
+        return nodes
+
     def record(self, f: str, value: Any) -> None:
         """Record one of this fault's nemesis ops, tagged with its family and id (extra
-        fields `fault` and `fault_id`), so a reader pairs its start and end exactly."""
+        fields `fault` and `fault_id`), so a reader pairs its start and end exactly. The
+        first op after a role was resolved (the start op) carries it as ``role``: the
+        role asked for, the nodes it resolved to and what the cluster said."""
+        if self.role is not None and not self._role_recorded and isinstance(value, dict):
+            value = {**value, "role": self.role}
+            self._role_recorded = True
         self.ctx.recorder.nemesis(f, value, fault=self.name, fault_id=self.id)
 
     def start(self, targets: TargetSpec = None) -> dict[str, Any]:

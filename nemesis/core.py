@@ -18,12 +18,13 @@ from typing import Any
 
 from ..clusters.base import Cluster, Unsupported
 from ..histories.recorder import Recorder
-from . import control, discovery, iptables, toxics
+from . import composite, control, discovery, iptables, toxics
 from .base import Context, FaultBase, TargetSpec
 from .memory import MemoryFault
 from .network import LossFault, PartitionFault
 from .process import KillFault, PauseFault, RollingRestart, ensure_running
-from .targets import AT_FAULT_TIME, TargetError, check_spec
+from .roles import RoleSource
+from .targets import check_spec
 from .toxiproxy import NotFound
 
 log = logging.getLogger("ktrial.nemesis")
@@ -43,8 +44,10 @@ FAMILIES: dict[str, Any] = {
     "memory": MemoryFault,
     "toxic": toxics.ToxicFault,
     "control": control.ControlFault,
+    **composite.COMPOSITES,
 }
 FAULT_NAMES = tuple(FAMILIES)
+COMPOSITE_NAMES = tuple(composite.COMPOSITES)
 
 # Target specs a random activation draws from, per family (leaders only with partitions).
 RANDOM_TARGETS: dict[str, tuple[str, ...]] = {
@@ -57,6 +60,9 @@ RANDOM_TARGETS: dict[str, tuple[str, ...]] = {
     "memory": ("one", "minority"),
     "toxic": ("all", "one"),
     "control": ("all", "one"),
+    # composites resolve their own roles when they fire; the spec only describes them
+    **{name: ("leader",) for name in composite.COMPOSITES},
+    "kill-during-commit": ("txn-coordinator",),
 }
 
 
@@ -64,6 +70,8 @@ def random_target_specs(name: str, with_leaders: bool = True) -> tuple[str, ...]
     """Target specs a random activation of `name` draws from (leaders: only when the
     workload's partitions are known, and never for restart, loss, toxic and control)."""
     specs = RANDOM_TARGETS.get(name, ("one",))
+    if name in composite.COMPOSITES:
+        return specs
     if with_leaders and name not in ("restart", "loss", "toxic", "control"):
         specs = (*specs, "leaders")
     return specs
@@ -121,6 +129,8 @@ class Nemesis:
         partitions: discovery.Partitions = None,
         proxies: Any = None,
         params: Mapping[str, Mapping[str, Any]] | None = None,
+        transactional_ids: Any = None,
+        groups: Any = None,
     ) -> None:
         self.cluster, self.recorder = cluster, recorder
         self.faults = list(faults)
@@ -137,6 +147,8 @@ class Nemesis:
             controller=lambda: discovery.controller(cluster),
             leaders=lambda: discovery.leaders(cluster, partitions),
             proxies=proxies,
+            # roles (leader, isr, coordinators, ...) are asked of the cluster at fault time
+            roles=RoleSource(cluster, partitions, transactional_ids, groups),
         )
 
     @property
@@ -162,6 +174,13 @@ class Nemesis:
                 out[name] = "no Toxiproxy in front of the brokers (plan_proxies/ClientProxies)"
             elif name == "control" and not control.has_control(self.cluster):
                 out[name] = control.NO_CONTROL
+            elif name in composite.COMPOSITES:
+                limits = dict(refused)
+                if self.ctx.proxies is None:
+                    limits.setdefault("toxic", "no Toxiproxy in front of the brokers")
+                why = composite.refusal(name, limits, self.cluster.nodes)
+                if why:
+                    out[name] = why
         return out
 
     def check_supported(self) -> None:
@@ -191,18 +210,13 @@ class Nemesis:
         return self.start_planned(name, targets)
 
     def start_planned(self, name: str, targets: TargetSpec, **params: Any) -> FaultBase:
-        """Start `name` on `targets` as a schedule planned it: the controller or the
-        leaders are asked of the cluster now (a random activation hits one leader); if
-        the cluster cannot say, a random node instead."""
-        if targets in AT_FAULT_TIME:
-            try:  # resolve now: if the cluster cannot say, hit a random node instead
-                resolved = self.ctx.resolve(targets)
-                # The workload's partitions are usually led by every node: a random
-                # activation hits the leader of one of them, not the whole cluster.
-                targets = [self.choice(resolved)] if targets == "leaders" else resolved
-            except TargetError as e:
-                log.warning("nemesis: %s; %s hits a random node instead", e, name)
-                targets = "one"
+        """Start `name` on `targets` as a schedule planned it. A role (controller, leaders,
+        ...) is resolved by the fault when it fires and recorded in its start op; a random
+        activation aimed at ``leaders`` hits the leader of one partition (``leader``), not
+        the whole cluster. If the cluster cannot name the role, the fault hits a random
+        node and its op says so (``role.fallback``)."""
+        if targets == "leaders":
+            targets = "leader"
         return self.start(name, targets, **params)
 
     def stop(self, fault: FaultBase) -> None:

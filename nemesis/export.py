@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..histories.model import FAULT_START_F, Op
+from .composite import COMPOSITES, END_OPS
 from .schedule import ScriptEntry
 
 START_F = FAULT_START_F  # the op that begins each fault family
@@ -41,6 +42,7 @@ END_F: dict[str, tuple[str, ...]] = {
     "memory-release": ("memory",),
     "toxic-off": ("toxic",),
     "stop-control": ("control",),
+    **END_OPS,
 }
 
 
@@ -139,6 +141,10 @@ def _entry(item: _Open, t0: float, run_params: Any) -> ScriptEntry:
     elif fam == "control":
         targets = _nodes(v)
         recorded = {k: v.get(k) for k in ("action", "api", "error", "count", "topic")}
+    elif fam in COMPOSITES:
+        # a composite aims at roles again when it is replayed (the leader may have moved)
+        targets = None
+        recorded = dict(v.get("params") or {}) if isinstance(v.get("params"), Mapping) else {}
     elif fam == "memory":
         targets = _nodes(v)
         recorded = {"balloon_bytes": v.get("balloon_bytes")}

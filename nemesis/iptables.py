@@ -46,10 +46,13 @@ class DropRule:
     source: str
     comment: str
     probability: float | None = None  # None: drop everything; else random loss
+    dport: int | None = None  # only TCP packets to this port of `node` (one listener)
 
     def spec(self) -> list[str]:
         """The rule specification after ``-A``/``-D``/``-C`` (iptables arguments)."""
         args = ["INPUT", "-s", self.source]
+        if self.dport is not None:
+            args += ["-p", "tcp", "--dport", str(self.dport)]
         if self.probability is not None:
             if not 0.0 < self.probability <= 1.0:
                 raise ValueError(f"loss probability must be in (0, 1], not {self.probability}")

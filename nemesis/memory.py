@@ -232,7 +232,9 @@ class MemoryFault(FaultBase):
         self.sample_interval = sample_interval
         self.windows: dict[str, Window] = {}
         self.original: dict[str, tuple[int | None, int | None]] = {}  # node -> (max, high)
-        self.balloons: dict[str, subprocess.Popen[bytes]] = {}
+        # a local stress-ng, or a node's own balloon (one with ``stop()``, e.g. on an ssh host)
+        self.balloons: dict[str, Any] = {}
+        self._host_counters: Any = None  # the cgroup whose host's vmstat/PSI are recorded
         self._halt = threading.Event()
         self._sampler: threading.Thread | None = None
         self._vm0: dict[str, int] = {}
@@ -260,6 +262,11 @@ class MemoryFault(FaultBase):
 
     @staticmethod
     def cgroup_of(node: Node) -> cgroups.MemoryCgroup:
+        remote = getattr(node, "memory_cgroup", None)  # a node on another host (ssh)
+        if callable(remote) and node.cgroup:
+            cg: cgroups.MemoryCgroup | None = remote()
+            if cg is not None:
+                return cg
         if not node.cgroup:
             raise Unsupported(
                 f"node {node.name} has no memory cgroup: memory pressure needs the local or "
@@ -285,12 +292,14 @@ class MemoryFault(FaultBase):
         raise OSError(errno.EBUSY, f"could not lower the limit of {cg.path} (busy)")
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
-        chosen = self.ctx.resolve(targets)
+        chosen = self.resolve(targets)
         nodes = self.ctx.nodes()
         cgs = {n: self.cgroup_of(nodes[n]) for n in chosen}
         self.ctx.touched.update(chosen)
-        self._vm0 = cgroups.reclaim_counters(cgroups.vmstat())
-        self._psi0 = _psi_totals(cgroups.system_pressure())
+        # the machine the nodes run on: this one, or (ssh) the first target's host
+        self._host_counters = next((c for c in cgs.values() if hasattr(c, "vmstat")), None)
+        self._vm0 = cgroups.reclaim_counters(self._vmstat())
+        self._psi0 = _psi_totals(self._system_pressure())
         value: dict[str, Any] = {"nodes": chosen, "limits": {}, "balloon_bytes": self.balloon_bytes}
         self.info = value
         for name, cg in cgs.items():
@@ -315,13 +324,25 @@ class MemoryFault(FaultBase):
                 }
             if self.balloon_bytes:
                 marker = getattr(self.ctx.cluster, "marker_env", None) or {}
-                self.balloons[name] = start_balloon(cg, self.balloon_bytes, extra_env=marker)
+                own = getattr(nodes[name], "start_balloon", None)
+                if callable(own):
+                    self.balloons[name] = own(self.balloon_bytes)
+                else:
+                    self.balloons[name] = start_balloon(cg, self.balloon_bytes, extra_env=marker)
         self._sampler = threading.Thread(
             target=self._sample_loop, name="ktrial-memory-sampler", daemon=True
         )
         self._sampler.start()
         self.record("memory-squeeze", value)
         return value
+
+    def _vmstat(self) -> dict[str, int]:
+        host = self._host_counters
+        return host.vmstat() if host is not None else cgroups.vmstat()  # type: ignore[no-any-return]
+
+    def _system_pressure(self) -> dict[str, dict[str, float]] | None:
+        host = self._host_counters
+        return host.system_pressure() if host is not None else cgroups.system_pressure()  # type: ignore[no-any-return]
 
     def _sample_loop(self) -> None:
         nodes = self.ctx.nodes()
@@ -351,7 +372,10 @@ class MemoryFault(FaultBase):
         errors: list[str] = []
         for name, proc in self.balloons.items():
             try:
-                stop_balloon(proc, self.windows[name].cg)
+                if isinstance(proc, subprocess.Popen):
+                    stop_balloon(proc, self.windows[name].cg)
+                else:
+                    proc.stop()
             except Exception as e:
                 errors.append(f"{name}: stopping the balloon: {e}")
         restored: dict[str, Any] = {}
@@ -372,8 +396,8 @@ class MemoryFault(FaultBase):
                 observed[name] = w.summary()
             except OSError as e:
                 observed[name] = {"error": str(e)}
-        vm1 = cgroups.reclaim_counters(cgroups.vmstat())
-        psi1 = _psi_totals(cgroups.system_pressure())
+        vm1 = cgroups.reclaim_counters(self._vmstat())
+        psi1 = _psi_totals(self._system_pressure())
         restarted = []
         nodes = self.ctx.nodes()
         for name in self.windows:

@@ -78,9 +78,9 @@ class PartitionFault(_RuleFault):
             shape = self.shape or self.ctx.rng.choice(shapes.applicable_shapes(len(names)))
         chosen: list[str] = []
         if shape in ("isolate", "one-way"):
-            chosen = self.ctx.resolve(targets, default="one")
+            chosen = self.resolve(targets, default="one")
         elif shape == "split" and targets is not None:
-            chosen = self.ctx.resolve(targets)
+            chosen = self.resolve(targets)
         with self.ctx.lock:
             grudge = shapes.make_grudge(shape, names, chosen, self.ctx.rng, self.direction)
         value: dict[str, Any] = {
@@ -116,7 +116,7 @@ class LossFault(_RuleFault):
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
         addrs = _addresses(self.ctx)
         names = self.ctx.node_names()
-        chosen = self.ctx.resolve(targets, default="all")
+        chosen = self.resolve(targets, default="all")
         grudge: dict[str, set[str]] = {n: set() for n in names}
         for t in chosen:
             grudge[t] |= set(names) - {t}

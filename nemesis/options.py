@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .core import FAULT_NAMES, check_params
+from .core import COMPOSITE_NAMES, FAULT_NAMES, check_params
 from .schedule import (
     Schedule,
     ScriptEntry,
@@ -100,10 +100,11 @@ class NemesisOptions:
     @property
     def needs_toxiproxy(self) -> bool:
         """Whether the cluster must start with Toxiproxy in front (plan_proxies)."""
-        if "toxic" in self.faults:
+        proxied = ("toxic", "asymmetric-link")
+        if any(f in self.faults for f in proxied):
             return True
         if self.schedule == "script" and self.script:
-            return any(e.fault == "toxic" for e in load_script(self.script))
+            return any(e.fault in proxied for e in load_script(self.script))
         return False
 
     def all_faults(self) -> list[str]:
@@ -136,7 +137,8 @@ def parse_faults(text: str | Sequence[str] | None) -> tuple[str, ...]:
     items = text.split(",") if isinstance(text, str) else [x for t in text for x in t.split(",")]
     names = tuple(dict.fromkeys(i.strip() for i in items if i.strip() and i.strip() != "none"))
     if "all" in names:  # not control: only a system with a control API takes it
-        names = tuple(n for n in FAULT_NAMES if n not in ("restart", "control"))
+        # nor the composites: each is a sequence of the plain families, asked for by name
+        names = tuple(n for n in FAULT_NAMES if n not in ("restart", "control", *COMPOSITE_NAMES))
     bad = [n for n in names if n not in FAULT_NAMES]
     if bad:
         raise NemesisOptionError(

@@ -46,6 +46,9 @@ def is_paused(node: Node) -> bool:
     flag = getattr(node, "paused", None)
     if isinstance(flag, bool) and flag:
         return True
+    remote = getattr(node, "process_state", None)  # a node on another host (ssh)
+    if callable(remote):
+        return bool(remote() == "T")
     return process_state(node.pid) == "T"
 
 
@@ -91,7 +94,7 @@ class KillFault(FaultBase):
         self.nodes: list[str] = []
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
-        chosen = self.ctx.resolve(targets)
+        chosen = self.resolve(targets)
         nodes = self.ctx.nodes()
         self.nodes = chosen
         self.ctx.touched.update(chosen)
@@ -131,7 +134,7 @@ class PauseFault(FaultBase):
         self.nodes: list[str] = []
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
-        chosen = self.ctx.resolve(targets)
+        chosen = self.resolve(targets)
         nodes = self.ctx.nodes()
         self.nodes = chosen
         self.ctx.touched.update(chosen)
@@ -201,7 +204,7 @@ class RollingRestart(FaultBase):
             params.number("restart", "wait", p["wait"], low=0, low_open=True)
 
     def _start(self, targets: TargetSpec) -> dict[str, Any]:
-        chosen = self.ctx.resolve(targets, default="all")
+        chosen = self.resolve(targets, default="all")
         nodes = self.ctx.nodes()
         self.nodes = chosen
         self.ctx.touched.update(chosen)

@@ -1,10 +1,13 @@
 """Choosing the nodes a fault hits.
 
 Specs: ``one``, ``minority``, ``majority``, ``all``, ``random`` (a random non-empty
-subset), ``controller`` (the active KRaft controller), ``leaders`` (the leaders of the
-workload's partitions), or explicit node names ``n1,n3``. Selection is a pure function
-of the spec, the node names, a seeded rng and — for controller/leaders — what the
-discovery functions found at the moment of the fault.
+subset), explicit node names ``n1,n3``, or a *role* the cluster names when the fault
+fires (:mod:`.roles`): ``controller`` (the active KRaft controller), ``leaders`` (the
+leaders of the workload's partitions), ``leader`` (the leader of one of them),
+``isr`` / ``followers`` (the in-sync replicas / the non-leader replicas of one of
+them), ``txn-coordinator`` and ``group-coordinator`` (the coordinators of the run's
+transactional ids and consumer groups). Selection is a pure function of the spec, the
+node names, a seeded rng and — for roles — what the cluster said at that moment.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-SPECS = ("one", "minority", "majority", "all", "random", "controller", "leaders")
+from .roles import ROLES
+
+SPECS = ("one", "minority", "majority", "all", "random", *ROLES)
 # Specs the cluster answers only when the fault fires (the plan cannot name the nodes).
-AT_FAULT_TIME = ("controller", "leaders")
+AT_FAULT_TIME = ROLES
 NODE_NAME = re.compile(r"n[1-9][0-9]*")
 
 
@@ -80,6 +85,8 @@ def select(
                 "(no quorum leader found); is the cluster up?"
             )
         chosen = [controller]
+    elif spec in AT_FAULT_TIME and spec != "leaders":
+        raise TargetError(f"target {spec!r} is a role: the cluster resolves it (roles.RoleSource)")
     elif spec == "leaders":
         if not leaders:
             raise TargetError(

@@ -84,7 +84,7 @@ class ToxicFault(FaultBase):
                 "toxics need Toxiproxy in front of the brokers: start the cluster with the "
                 "toxic fault enabled (plan_proxies + ClientProxies)"
             )
-        chosen = self.ctx.resolve(targets, default="all")
+        chosen = self.resolve(targets, default="all")
         with self.ctx.lock:
             kind = self.kind or self.ctx.rng.choice(KINDS)
         attrs = {**DEFAULTS[kind], **(self.attributes or {})}

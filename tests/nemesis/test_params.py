@@ -47,6 +47,17 @@ BAD_PARAMS: list[tuple[str, list[str]]] = [
     ("toxic.attributes=7", ["toxic.attributes=7", "must be a table"]),
     ("control.action=explode", ["control.action='explode'", "error, leaders, coordinators"]),
     ("control.count=0", ["control.count=0", "-1 until the fault ends"]),
+    ("partition-then-kill.partition=t0", ["partition-then-kill.partition='t0'", "topic/partition"]),
+    ("partition-then-kill.hold=-1", ["partition-then-kill.hold=-1", ">= 0"]),
+    ("partition-then-kill.require_shrink=1", ["require_shrink=1", "true or false"]),
+    ("kill-during-commit.action=nuke", ["kill-during-commit.action='nuke'", "kill, pause"]),
+    ("kill-during-commit.commit_wait=x", ["kill-during-commit.commit_wait='x'", "a number"]),
+    ("rolling-isr-restart.wait=0", ["rolling-isr-restart.wait=0", "> 0"]),
+    ("rolling-isr-restart.partition=t/x", ["rolling-isr-restart.partition='t/x'", "t/0"]),
+    ("isolate-leader-restart-stale.isolate=0", ["isolate-leader-restart-stale.isolate=0", "> 0"]),
+    ("rolling-isr-restart.how=gently", ["rolling-isr-restart.how='gently'", "stop, kill"]),
+    ("asymmetric-link.kind=fast", ["asymmetric-link.kind='fast'", "latency, timeout"]),
+    ("asymmetric-link.stream=up", ["asymmetric-link.stream='up'", "upstream, downstream"]),
 ]
 # the families each case covers, so a new family cannot go untested
 COVERED = {p.split(".")[0] for p, _ in BAD_PARAMS}
