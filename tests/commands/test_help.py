@@ -16,6 +16,7 @@ SUBCOMMANDS = [
     ["cluster", "down"],
     ["cluster", "clean"],
     ["report"],
+    ["hunt"],
     ["run"],
     ["runs"],
     ["trace"],
