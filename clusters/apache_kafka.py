@@ -11,6 +11,7 @@ formatted, and once the brokers answer, `observe` asks them which level is in ef
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .install import DEFAULT_KAFKA_VERSION, KafkaInstall, require_java, resolve
 from .kafka_config import (
@@ -32,17 +33,26 @@ from .kafka_versions import (
     check_transaction_version,
     transaction_protocol,
 )
-from .system import NodePaths
+from .system import Container, Layout, NodePaths, SystemDefaults
 
 CONFIG = "server.properties"
 LOG_CONFIG = "log4j2.xml"
 
 
-class ApacheKafka:
+class ApacheKafka(SystemDefaults):
     """Implements clusters.system.BrokerSystem for Apache Kafka."""
 
     name = "apache-kafka"
     profiles = PROFILES
+    layout = Layout(
+        stdout="stdout.log",
+        log_files=("server.log", "stdout.log", "gc.log"),
+        formatted_marker="meta.properties",
+        # offset and time indexes are preallocated (10 MiB each, sparse) and rebuilt
+        # by Kafka when missing: logs, transaction indexes, snapshots and checkpoints
+        # are what an investigation needs
+        data_skip=("*.index", "*.timeindex"),
+    )
 
     def __init__(
         self,
@@ -107,6 +117,25 @@ class ApacheKafka:
         except FeatureProbeError as e:
             self.observe_error = str(e)
 
+    def after_ready(self, bootstrap: str) -> None:
+        """The transaction protocol in effect, asked of the brokers once they answer."""
+        self.observe(bootstrap)
+
+    def container(
+        self,
+        me: NodeAddr,
+        peers: Sequence[NodeAddr],
+        client_advertised: tuple[str, int] | None,
+        cluster_id: str,
+        engine: Any,
+        say: Callable[[str], None],
+    ) -> Container:
+        """ktrial's start script in the locally built `ktrial-kafka:<version>` image."""
+        from .docker_image import KAFKA_LIB, ensure_image
+
+        # Java on the image's PATH, the jars in KAFKA_LIB
+        return Container(ensure_image(engine, self._installed(), say), "java", f"{KAFKA_LIB}/*")
+
     def transactions(self) -> dict[str, object]:
         """The transaction protocol the brokers run: the transaction.version level and
         "v1"/"v2", as the brokers reported it (`observe`), else as formatted."""
@@ -136,6 +165,9 @@ class ApacheKafka:
             "broker": self.name,
             "broker_versions": [self.install.version] if self.install else [],
             "kafka_source": self.install.source if self.install else None,
+            "profile": self.profile,
+            "broker_config": dict(self.broker_config),
+            "heap_mb": self.heap_mb,
         }
         if self.install is not None:
             meta["kafka_line"] = self.line.line

@@ -1,11 +1,16 @@
 """The `docker` backend: the local backend's nodes as containers, through the Docker SDK.
 
-Each node is a container `kt-<runid>-n<i>` of the locally built `ktrial-kafka:<version>`
-image (clusters.docker_image) with a fixed address on a network of its own. Config,
-data and logs live in a host directory bind-mounted at /ktrial, so the broker logs are
-readable from the host and teardown removes them with the work dir. The container's
-init process is the broker JVM itself (a generated start script formats the storage on
-first start, then execs Java), so the container's State.Pid is the broker's host pid.
+Each node is a container `kt-<runid>-n<i>` with a fixed address on a network of its
+own. What runs in it is the cluster's `BrokerSystem` (clusters.system), which names
+the image and says how to run a node (`BrokerSystem.container`): Apache Kafka's is
+the locally built `ktrial-kafka:<version>` (clusters.docker_image); a node spec
+(clusters.nodespec) describes any other image. Config, data and logs live in a host
+directory bind-mounted at /ktrial, so the logs are readable from the host and teardown
+removes them with the work dir. For a system ktrial configures itself the container's
+init process is the broker (a generated start script formats the storage on first
+start, then execs the run command), so the container's State.Pid is the broker's host
+pid; an image's own program runs as the image says, with the node spec's command,
+environment and data directory, and its output is kept from the engine's log.
 
 Faults: kill = `docker kill` (SIGKILL), stop = `docker stop`, pause/resume = `docker
 pause`/`unpause` (the cgroup freezer), exec = `exec_run` (with NET_ADMIN, so the
@@ -40,13 +45,10 @@ from typing import Any
 
 from . import cgroups, dockerd, netns
 from . import state as statemod
-from .apache_kafka import ApacheKafka
 from .base import Unsupported
-from .docker_image import ensure_image
-from .local import NETNS_PORTS
 from .nodebase import BrokerNode, NodeStateError, OwnedCluster
 from .procs import process_state, wait_stopped
-from .system import NodePaths
+from .system import NODE_PORTS, BrokerSystem, Container, NodePaths
 
 log = logging.getLogger(__name__)
 
@@ -102,17 +104,34 @@ def memory_cgroup(proc_cgroup: str, root: Path = CGROUP_ROOT) -> Path | None:
     return unified
 
 
-def start_script(format_cmd: Sequence[str] | None, run_cmd: Sequence[str]) -> str:
-    """The container's entry script (pure): format the storage once, then exec the broker."""
+def start_script(
+    format_cmd: Sequence[str] | None,
+    run_cmd: Sequence[str],
+    formatted_marker: str | None = None,
+    stdout: str = "stdout.log",
+) -> str:
+    """The container's entry script (pure): format the storage once (until the system's
+    `formatted_marker` exists in the data dir), then exec the broker."""
+    out = f"{MOUNT}/logs/{stdout}"
     lines = ["#!/bin/sh", "# written by ktrial; regenerated on every start", "set -e"]
     lines.append(f"mkdir -p {MOUNT}/logs {MOUNT}/data")
     if format_cmd:
-        lines.append(f"if [ ! -f {MOUNT}/data/meta.properties ]; then")
-        lines.append(f"  {shlex.join(format_cmd)} >> {MOUNT}/logs/stdout.log 2>&1")
+        if formatted_marker:
+            lines.append(f"if [ ! -f {MOUNT}/data/{formatted_marker} ]; then")
+        else:
+            lines.append(f'if [ -z "$(ls -A {MOUNT}/data)" ]; then')
+        lines.append(f"  {shlex.join(format_cmd)} >> {out} 2>&1")
         lines.append("fi")
-    lines.append(f'echo "=== ktrial: starting at $(date) ===" >> {MOUNT}/logs/stdout.log')
-    lines.append(f"exec {shlex.join(run_cmd)} >> {MOUNT}/logs/stdout.log 2>&1")
+    lines.append(f'echo "=== ktrial: starting at $(date) ===" >> {out}')
+    lines.append(f"exec {shlex.join(run_cmd)} >> {out} 2>&1")
     return "\n".join(lines) + "\n"
+
+
+def signal_name(signum: int) -> str:
+    """ "SIGTERM" for 15 (what the engine's stop_signal takes)."""
+    import signal as _signal
+
+    return _signal.Signals(signum).name
 
 
 def _say(msg: str) -> None:
@@ -120,13 +139,14 @@ def _say(msg: str) -> None:
 
 
 class DockerNode(BrokerNode):
-    """One broker+controller in a container. Implements clusters.base.Node."""
+    """One broker in a container. Implements clusters.base.Node."""
 
     def __init__(self, cluster: DockerCluster, index: int, host: str, work_dir: Path) -> None:
         self.cluster: DockerCluster = cluster
-        self._init_node(cluster, index, host, NETNS_PORTS, work_dir)
+        self._init_node(cluster, index, host, cluster.node_ports, work_dir)
         self.container_name = container_name(cluster.run_id, index)
         self.container_id: str | None = None
+        self.plan: Container | None = None  # how the system runs this node (at create)
         self._cgroup: Path | None = None
         self._sigstopped = False  # paused with SIGSTOP (the engine could not freeze it)
 
@@ -188,25 +208,43 @@ class DockerNode(BrokerNode):
 
     # ------------------------------------------------------------ lifecycle
 
+    @property
+    def own_program(self) -> bool:
+        """The image runs its own program (a node spec), not ktrial's start script."""
+        return self.plan is not None and self.plan.command is not None
+
     def paths(self) -> NodePaths:
-        """Inside the container: the work dir is bind-mounted at /ktrial."""
-        c = self.cluster
-        return NodePaths("java", f"{c.kafka_lib}/*", MOUNT, f"{MOUNT}/data", f"{MOUNT}/logs")
+        """Inside the container: the work dir is bind-mounted at /ktrial (data at the
+        node spec's data directory, if it names one)."""
+        p = self.plan
+        data = p.data_dir if p and p.data_dir else f"{MOUNT}/data"
+        return NodePaths(
+            p.runtime if p else "", p.program if p else "", MOUNT, data, f"{MOUNT}/logs"
+        )
 
     def write_config(self) -> None:
         c = self.cluster
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o777)  # an image may run its program as another user
         self.write_files()
+        if self.own_program:
+            return
         paths = self.paths()
         fmt = c.system.format_command(paths, c.cluster_id)
         run = c.system.run_command(paths, c.run_id, self.name)
-        (self.work_dir / "start.sh").write_text(start_script(fmt, run))
+        layout = c.system.layout
+        script = start_script(fmt, run, layout.formatted_marker, layout.stdout)
+        (self.work_dir / "start.sh").write_text(script)
 
-    def create(self, image: str, network: str) -> None:
+    def create(self, plan: Container, network: str) -> None:
+        self.plan = plan
         api = self.cluster.client.api
+        binds = {str(self.work_dir): {"bind": MOUNT, "mode": "rw"}}
+        if plan.data_dir and not plan.data_dir.startswith(f"{MOUNT}/"):
+            binds[str(self.data_dir)] = {"bind": plan.data_dir, "mode": "rw"}
         host_config = api.create_host_config(
-            binds={str(self.work_dir): {"bind": MOUNT, "mode": "rw"}},
+            binds=binds,
             cap_add=["NET_ADMIN"],
             network_mode=network,
             init=False,
@@ -214,18 +252,38 @@ class DockerNode(BrokerNode):
         net_config = api.create_networking_config(
             {network: api.create_endpoint_config(ipv4_address=self.host)}
         )
+        own = self.own_program
+        extra: dict[str, Any] = {}
+        if own and plan.entrypoint is not None:
+            extra["entrypoint"] = plan.entrypoint
         resp = api.create_container(
-            image,
-            command=["/bin/sh", f"{MOUNT}/start.sh"],
+            plan.image,
+            command=(plan.command or None) if own else ["/bin/sh", f"{MOUNT}/start.sh"],
             name=self.container_name,
             hostname=self.name,
             labels={**owner_labels(self.cluster.run_id), NODE_LABEL: self.name},
-            environment={"KTRIAL_RUN": self.cluster.run_id},
+            environment={**plan.environment, "KTRIAL_RUN": self.cluster.run_id},
             host_config=host_config,
             networking_config=net_config,
-            stop_signal="SIGTERM",
+            stop_signal=signal_name(self.cluster.system.stop_signal),
+            **extra,
         )
         self.container_id = resp["Id"]
+
+    def save_engine_log(self) -> None:
+        """An image's own program logs to the engine: keep that log as the node's
+        stdout file (before the container goes)."""
+        if not self.own_program or self.container_id is None:
+            return
+        with contextlib.suppress(Exception):
+            raw = self.cluster.client.api.logs(self.container_id, stdout=True, stderr=True)
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
+            self.stdout_path.write_bytes(raw if isinstance(raw, bytes) else bytes(raw))
+
+    @property
+    def log_paths(self) -> Sequence[Path]:
+        self.save_engine_log()
+        return super().log_paths
 
     def start(self) -> None:
         if self.is_running():
@@ -305,7 +363,7 @@ class DockerNode(BrokerNode):
         """
         if not self.is_running():
             raise NodeStateError(f"{self.name} is not running: cannot exec {shlex.join(cmd)}")
-        if self.paused:
+        if self.paused or (self.plan is not None and self.plan.exec_in_host_tools):
             pid = self.pid
             proc = subprocess.run(
                 ["nsenter", f"--net=/proc/{pid}/ns/net", *cmd],
@@ -355,37 +413,32 @@ class DockerCluster(OwnedCluster[DockerNode]):
     def __init__(
         self,
         nodes: int = 3,
-        profile: str = "safe",
-        kafka_version: str | None = None,
-        broker_config: Mapping[str, str] | None = None,
-        heap_mb: int = 512,
         run_id: str | None = None,
         ready_timeout: float = 180.0,
         auto_install: bool = True,
         progress: Callable[[str], None] = _say,
         dockerd_paths: dockerd.DaemonPaths | None = None,
-        transaction_version: int | None = None,
+        system: BrokerSystem | None = None,
+        **system_options: Any,
     ) -> None:
-        # The image is built from Apache Kafka's jars (clusters.docker_image).
-        self.kafka_system = ApacheKafka(
-            kafka_version, profile, broker_config, heap_mb, transaction_version
-        )
+        """`system` runs in the containers; without one, the default system
+        (clusters.system.default_system) made from `system_options`."""
         super().__init__(
             nodes=nodes,
-            profile=profile,
-            kafka_version=kafka_version,
-            broker_config=broker_config,
-            heap_mb=heap_mb,
             run_id=run_id,
             ready_timeout=ready_timeout,
             auto_install=auto_install,
-            system=self.kafka_system,
+            system=system,
+            system_options=system_options,
         )
+        if self.system.one_process:
+            raise Unsupported(f"{self.system.name} is one process: it has no image per node")
         self.progress = progress
         self.dockerd_paths = dockerd_paths
         self.engine: dockerd.Engine | None = None
         self.image: str | None = None
-        self.kafka_lib = "/opt/kafka/lib"
+        # the ports of every node (its own address): the system's, or the usual ones
+        self.node_ports = getattr(self.system, "node_ports", NODE_PORTS)
 
     @property
     def client(self) -> Any:
@@ -421,7 +474,6 @@ class DockerCluster(OwnedCluster[DockerNode]):
         self.engine = dockerd.connect(self.run_id, self.dockerd_paths, self.progress)
         stack.callback(self.engine.close)
         self.save_state("starting")
-        self.image = ensure_image(self.client, self.kafka, self.progress)
         net = self._make_docker_network()
         stack.callback(self._remove_containers)
         for i in range(1, self.size + 1):
@@ -430,8 +482,18 @@ class DockerCluster(OwnedCluster[DockerNode]):
             wd.mkdir()
             addr = netns.node_address(ipaddress.IPv4Network(self.subnet), i)
             self._nodes.append(DockerNode(self, i, addr, wd))
+        peers = [n.nodeaddr() for n in self._nodes]
         for n in self._nodes:
-            n.create(self.image, net)
+            plan = self.system.container(
+                n.nodeaddr(),
+                peers,
+                n.advertised_client(),
+                self.cluster_id,
+                self.client,
+                self.progress,
+            )
+            self.image = plan.image
+            n.create(plan, net)
         self.save_state("starting")
         for n in self._nodes:
             n.start()
@@ -491,9 +553,12 @@ class DockerCluster(OwnedCluster[DockerNode]):
             self.client.api.remove_network(name)
 
     def _remove_containers(self) -> None:
-        """Remove every container of this run (by label: also half-created ones)."""
+        """Remove every container of this run (by label: also half-created ones), keeping
+        the engine's log of those that run an image's own program."""
         if self.engine is None:
             return
+        for n in self._nodes:
+            n.save_engine_log()
         for c in self.client.api.containers(all=True, filters={"label": f"{LABEL}={self.run_id}"}):
             with contextlib.suppress(Exception):
                 self.client.api.remove_container(c["Id"], force=True, v=True)

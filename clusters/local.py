@@ -1,10 +1,14 @@
-"""The `local` backend: N real Kafka brokers (KRaft combined mode) on this machine.
+"""The `local` backend: N nodes of a broker system on this machine, as host processes.
 
+What runs on the nodes is the cluster's `BrokerSystem` (clusters.system: Apache Kafka
+by default, or kfake); this module only makes nodes and acts on their processes.
 Each node gets its own network namespace on a bridge the cluster creates and its own
 memory cgroup beneath ours, so the nemesis can partition (iptables inside a
 namespace), kill, pause and squeeze one node at a time. Without root, or with
 `netns=False`, the brokers share 127.0.0.1 on distinct ports and namespace-based
-faults raise `Unsupported`.
+faults raise `Unsupported`. A system that is one process for every node (kfake) runs
+on 127.0.0.1: the first node runs the process, the others are its listeners and pass
+every process operation to it.
 
 Cleanup is structural: one ExitStack owned by the cluster gets the undo of every
 resource the moment the resource exists (state file, work dir, bridge, iptables rule,
@@ -23,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,15 +36,13 @@ from . import cgroups, netns
 from . import state as statemod
 from .admin import ClusterNotReady
 from .base import SHARED_ADDRESS, ClientAdvertise, Unsupported
-from .install import DEFAULT_KAFKA_VERSION
-from .kafka_config import Ports
 from .nodebase import READY_TOPIC, BrokerNode, NodeStateError, OwnedCluster, tail
 from .procs import process_state, wait_stopped
-from .system import BrokerSystem, NodePaths
+from .system import NODE_PORTS, BrokerSystem, NodePaths, Ports
 
 log = logging.getLogger(__name__)
 
-NETNS_PORTS = Ports(client=9092, replication=9093, controller=9094)
+NETNS_PORTS = NODE_PORTS
 
 
 def _free_port_block(count: int, host: str = "127.0.0.1") -> int:
@@ -66,7 +68,7 @@ def _free_port_block(count: int, host: str = "127.0.0.1") -> int:
 
 
 class LocalNode(BrokerNode):
-    """One broker+controller JVM. Implements clusters.base.Node."""
+    """One node's broker process. Implements clusters.base.Node."""
 
     def __init__(
         self,
@@ -80,7 +82,6 @@ class LocalNode(BrokerNode):
         self.cluster: LocalCluster = cluster
         self._init_node(cluster, index, host, ports, work_dir)
         self.netns = netns_name
-        self.log4j_path = work_dir / "log4j2.xml"
         self.cgroup_dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -90,23 +91,40 @@ class LocalNode(BrokerNode):
     # ------------------------------------------------------------ introspection
 
     @property
+    def owner(self) -> LocalNode:
+        """The node whose process serves this one: itself, or the first node when the
+        system is one process for every node."""
+        nodes = self.cluster._nodes
+        if self.cluster.system.one_process and nodes and nodes[0] is not self:
+            return nodes[0]
+        return self
+
+    @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.is_running() and self._proc else None
+        o = self.owner
+        return o._proc.pid if o.is_running() and o._proc else None
 
     @property
     def cgroup(self) -> str | None:
         return str(self.cgroup_dir) if self.cgroup_dir else None
 
     def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        o = self.owner
+        return o._proc is not None and o._proc.poll() is None
 
     @property
     def paused(self) -> bool:
-        return self._paused and self.is_running()
+        o = self.owner
+        return o._paused and o.is_running()
 
     @property
     def returncode(self) -> int | None:
-        return self._proc.returncode if self._proc else None
+        o = self.owner
+        return o._proc.returncode if o._proc else None
+
+    @property
+    def log_paths(self) -> Sequence[Path]:
+        return super().log_paths if self.owner is self else []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -131,15 +149,23 @@ class LocalNode(BrokerNode):
         return out
 
     def start(self) -> None:
+        """Start the node's process (for a listener of another node's process: that
+        one, unless it runs); wait for the system's ready line if it prints one."""
+        if self.owner is not self:
+            if not self.owner.is_running():
+                self.owner.start()
+            return
         if self.is_running():
             raise NodeStateError(f"{self.name} is already running (pid {self.pid})")
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.write_config()
-        cmd = self.cluster.system.run_command(self.paths(), self.cluster.run_id, self.name)
-        out = open(self.logs_dir / "stdout.log", "ab")  # noqa: SIM115 - handed to the child
+        system = self.cluster.system
+        cmd = system.run_command(self.paths(), self.cluster.run_id, self.name)
+        out = open(self.stdout_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             out.write(f"\n=== ktrial: starting {self.name} at {time.ctime()} ===\n".encode())
             out.flush()
+            offset = out.tell()
             self._proc = subprocess.Popen(
                 self.wrap(cmd),
                 stdin=subprocess.DEVNULL,
@@ -152,15 +178,39 @@ class LocalNode(BrokerNode):
         finally:
             out.close()
         self._paused = False
+        if system.ready_line:
+            self._wait_ready_line(system.ready_line, offset, self.cluster.start_timeout)
         log.info("started %s pid %s", self.name, self._proc.pid)
         self.cluster.save_state()
 
+    def _wait_ready_line(self, prefix: str, offset: int, timeout: float) -> None:
+        """Until the process prints a line starting with `prefix` past `offset` of its
+        stdout; ClusterNotReady (with the last lines) if it exits or takes too long."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.stdout_path, "rb") as fh:
+                fh.seek(offset)
+                text = fh.read().decode(errors="replace")
+            if any(line.startswith(prefix) for line in text.splitlines()):
+                return
+            if not self.is_running() or time.monotonic() > deadline:
+                rc = self.returncode
+                state = "still starting" if rc is None else f"exited with code {rc}"
+                raise ClusterNotReady(
+                    f"{self.name}: no {prefix} line after {timeout:.0f}s ({state}); last "
+                    f"lines of {self.stdout_path}:\n{tail(self.stdout_path)}"
+                )
+            time.sleep(0.05)
+
     def _signal(self, sig: int) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+        o = self.owner
+        if o._proc is None or o._proc.poll() is not None:
             raise NodeStateError(f"{self.name} is not running")
-        os.kill(self._proc.pid, sig)
+        os.kill(o._proc.pid, sig)
 
     def wait_exit(self, timeout: float) -> bool:
+        if self.owner is not self:
+            return self.owner.wait_exit(timeout)
         if self._proc is None:
             return True
         try:
@@ -170,17 +220,23 @@ class LocalNode(BrokerNode):
             return False
 
     def stop(self, timeout: float = 30.0) -> None:
+        if self.owner is not self:
+            self.owner.stop(timeout)
+            return
         if not self.is_running():
             return
         if self._paused:
             self.resume()
-        self._signal(signal.SIGTERM)
+        self._signal(self.cluster.system.stop_signal)
         if not self.wait_exit(timeout):
             log.warning("%s ignored SIGTERM for %.0fs; SIGKILL", self.name, timeout)
             self.kill()
         self.cluster.save_state()
 
     def kill(self) -> None:
+        if self.owner is not self:
+            self.owner.kill()
+            return
         if not self.is_running():
             return
         self._signal(signal.SIGKILL)
@@ -189,13 +245,19 @@ class LocalNode(BrokerNode):
         self.cluster.save_state()
 
     def pause(self) -> None:
-        """SIGSTOP, and wait (up to 5 s) until the kernel reports every JVM thread stopped."""
+        """SIGSTOP, and wait (up to 5 s) until the kernel reports every thread stopped."""
+        if self.owner is not self:
+            self.owner.pause()
+            return
         self._signal(signal.SIGSTOP)
         self._paused = True
         assert self._proc is not None
         wait_stopped(self._proc.pid, 5.0)
 
     def resume(self) -> None:
+        if self.owner is not self:
+            self.owner.resume()
+            return
         self._signal(signal.SIGCONT)
         self._paused = False
 
@@ -251,8 +313,8 @@ class LocalCluster(OwnedCluster[LocalNode]):
     Use as a context manager (`with LocalCluster() as c:`), or call `start()` and
     `teardown()` yourself. `start(wait=False)` returns once the brokers are launched,
     e.g. to put Toxiproxies in front of them before `wait_ready()`. The nodes run
-    `system` (default: Apache Kafka of `kafka_version`, configured by `profile`,
-    `broker_config` and `heap_mb`).
+    `system`; without one, the default system (clusters.system.default_system) made
+    from `system_options` (e.g. ``LocalCluster(kafka_version="3.9.2", profile="unsafe")``).
     """
 
     kind = "local"
@@ -260,10 +322,6 @@ class LocalCluster(OwnedCluster[LocalNode]):
     def __init__(
         self,
         nodes: int = 3,
-        profile: str = "safe",
-        kafka_version: str | None = None,
-        broker_config: Mapping[str, str] | None = None,
-        heap_mb: int = 512,
         use_netns: bool | None = None,
         use_cgroups: bool | None = None,
         client_advertise: ClientAdvertise | None = None,
@@ -274,45 +332,46 @@ class LocalCluster(OwnedCluster[LocalNode]):
         keep_work_dir: bool = False,
         save_data_to: Path | str | None = None,
         system: BrokerSystem | None = None,
-        transaction_version: int | None = None,
+        start_timeout: float = 30.0,
+        **system_options: Any,
     ) -> None:
         super().__init__(
             nodes=nodes,
-            profile=profile,
-            kafka_version=kafka_version,
-            broker_config=broker_config,
-            heap_mb=heap_mb,
             run_id=run_id,
             ready_timeout=ready_timeout,
             auto_install=auto_install,
             client_advertise=client_advertise,
             system=system,
-            transaction_version=transaction_version,
+            system_options=system_options,
         )
         root = netns.is_root()
-        if use_netns and not root:
-            raise Unsupported("network namespaces need root; run as root or pass use_netns=False")
-        self.use_netns = root if use_netns is None else use_netns
-        self.use_cgroups = root if use_cgroups is None else use_cgroups
+        one = self.system.one_process
+        if use_netns and (not root or one):
+            why = (
+                f"{self.system.name} is one process for every node, on 127.0.0.1"
+                if one
+                else "network namespaces need root; run as root or pass use_netns=False"
+            )
+            raise Unsupported(why)
+        self.use_netns = root and not one if use_netns is None else use_netns
+        self.use_cgroups = root and not one if use_cgroups is None else use_cgroups
+        # how long a start waits for the system's ready line (systems that print one)
+        self.start_timeout = start_timeout
         self.work_root = Path(work_root) if work_root else None
         self.keep_work_dir = keep_work_dir
         # Where each node's data directory is copied at teardown, once its broker is
         # stopped (for kafka-dump-log after an anomaly); None: not kept.
         self.save_data_to = Path(save_data_to) if save_data_to else None
-        self.runtime = ""  # the system's launcher on this host (java), found at start
+        self.runtime = ""  # the system's launcher on this host, found at start
         self.cgroup_problem: str | None = None
-
-    @property
-    def java(self) -> str:
-        """The java binary the nodes run on (set at start)."""
-        return self.runtime
 
     def unsupported_faults(self) -> dict[str, str]:
         """What the nodes rule out, and network faults whenever namespaces are off
         (even a single node: partitions and packet loss work inside a namespace)."""
         out = super().unsupported_faults()
-        if not self.use_netns:
-            out["partition"] = out["loss"] = SHARED_ADDRESS
+        if not self.use_netns:  # (the system's own reason, if it gave one, stays)
+            out.setdefault("partition", SHARED_ADDRESS)
+            out.setdefault("loss", SHARED_ADDRESS)
         return out
 
     def _state_dict(self, status: str) -> dict[str, Any]:
@@ -425,7 +484,7 @@ class LocalCluster(OwnedCluster[LocalNode]):
             if proc.returncode != 0:
                 raise ClusterNotReady(
                     f"formatting storage of {n.name} failed (exit {proc.returncode}), "
-                    f"config {n.config_path}:\n{proc.stdout}{proc.stderr}\n{tail(n.log_path)}"
+                    f"files in {n.work_dir}:\n{proc.stdout}{proc.stderr}\n{tail(n.log_path)}"
                 )
 
         with ThreadPoolExecutor(max_workers=len(self._nodes)) as ex:
@@ -437,13 +496,10 @@ class LocalCluster(OwnedCluster[LocalNode]):
         for n in self._nodes:
             if n.data_dir.is_dir():
                 try:
-                    # Offset and time indexes are preallocated (10 MiB each, sparse)
-                    # and rebuilt by Kafka when missing: the logs, transaction indexes,
-                    # snapshots and checkpoints are what an investigation needs.
                     shutil.copytree(
                         n.data_dir,
                         self.save_data_to / n.name,
-                        ignore=shutil.ignore_patterns("*.index", "*.timeindex"),
+                        ignore=shutil.ignore_patterns(*self.system.layout.data_skip),
                         dirs_exist_ok=True,
                     )
                 except OSError as e:
@@ -491,7 +547,6 @@ def _remove_cgroup_and_procs(d: Path) -> None:
 
 
 __all__ = [
-    "DEFAULT_KAFKA_VERSION",
     "READY_TOPIC",
     "ClusterNotReady",
     "LocalCluster",

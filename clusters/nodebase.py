@@ -2,15 +2,17 @@
 
 `BrokerNode`: a node's identity, directories and client addressing: the broker's own
 CLIENT listener, or another host:port advertised in front of it (a Toxiproxy), chosen
-per node or by the cluster's ``client_advertise`` callback. Its files and commands come
-from the cluster's `BrokerSystem` (clusters.system).
+per node or by the cluster's ``client_advertise`` callback. Its files, commands, log
+files and readiness come from the cluster's `BrokerSystem` (clusters.system); nothing
+here knows which system that is.
 
 `OwnedCluster`: the lifecycle of a cluster ktrial owns: one ExitStack that gets the
 undo of every resource the moment it exists (so teardown, an exception and Ctrl-C
 unwind the same way), the state file `cluster clean` reads, readiness as "every broker
-registered and a test topic fully in sync", failures that show the nodes' logs, and
-log collection. A backend implements `_start` (make the nodes and start them) and
-`_heal_node`; everything done through the admin API is `clusters.admin.AdminCluster`'s.
+registered, a test topic fully in sync (if the system replicates) and the system's own
+check passes", failures that show the nodes' logs, and log collection. A backend
+implements `_start` (make the nodes and start them) and `_heal_node`; everything done
+through the admin API is `clusters.admin.AdminCluster`'s.
 """
 
 from __future__ import annotations
@@ -30,11 +32,8 @@ from typing import Any, Self, TypeVar
 from . import netns
 from . import state as statemod
 from .admin import AdminCluster, ClusterNotReady, create_topics
-from .apache_kafka import ApacheKafka
 from .base import ClientAdvertise
-from .install import KafkaInstall
-from .kafka_config import NodeAddr, Ports
-from .system import BrokerSystem, NodePaths
+from .system import BrokerSystem, NodeAddr, NodePaths, Ports, default_system
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +71,12 @@ class BrokerNode(ABC):
         self.cluster = cluster
         self.index = index
         self.name = f"n{index}"
-        self.node_id = index
+        self.node_id = index - 1 + cluster.system.first_node_id  # what metadata calls it
         self.host = host
         self.ports = ports
         self.work_dir = work_dir
         self.data_dir = work_dir / "data"
         self.logs_dir = work_dir / "logs"
-        self.config_path = work_dir / "server.properties"
         self._advertise: tuple[str, int] | None = None
         self._paused = False
 
@@ -138,11 +136,25 @@ class BrokerNode(ABC):
 
     @property
     def log_path(self) -> Path:
-        return self.logs_dir / "server.log"
+        """The system's main log file of this node."""
+        return self.logs_dir / self.cluster.system.layout.log_files[0]
+
+    @property
+    def stdout_path(self) -> Path:
+        """Where the node's process writes its stdout and stderr."""
+        return self.logs_dir / self.cluster.system.layout.stdout
 
     @property
     def log_paths(self) -> Sequence[Path]:
-        return [self.log_path, self.logs_dir / "stdout.log", self.logs_dir / "gc.log"]
+        return [self.logs_dir / name for name in self.cluster.system.layout.log_files]
+
+    @property
+    def process_nodes(self) -> list[str]:
+        """Every node a process fault on this one acts on: all of them when the system
+        is one process (kfake), else none beyond this one (nemesis/process.py)."""
+        if self.cluster.system.one_process:
+            return [n.name for n in self.cluster.nodes]
+        return []
 
     @property
     def direct_client(self) -> str:
@@ -192,28 +204,26 @@ class OwnedCluster(AdminCluster[BN]):
     def __init__(
         self,
         nodes: int,
-        profile: str,
-        kafka_version: str | None,
-        broker_config: Mapping[str, str] | None,
-        heap_mb: int,
         run_id: str | None,
         ready_timeout: float,
         auto_install: bool,
         client_advertise: ClientAdvertise | None = None,
         system: BrokerSystem | None = None,
-        transaction_version: int | None = None,
+        system_options: Mapping[str, Any] | None = None,
+        **default_system_options: Any,
     ) -> None:
+        """`system` runs on the nodes; without one, the default system (Apache Kafka)
+        made from `system_options` and any other keyword (clusters.system.default_system:
+        its version, profile, broker settings, heap, transaction protocol), which are
+        ignored when a system is given."""
         super().__init__()
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
-        self.system: BrokerSystem = system or ApacheKafka(
-            kafka_version, profile, broker_config, heap_mb, transaction_version
+        opts = {**dict(system_options or {}), **default_system_options}
+        self.system: BrokerSystem = system or default_system(
+            **{k: v for k, v in opts.items() if v is not None}
         )
         self.size = nodes
-        self.profile = profile
-        self.kafka_version = kafka_version
-        self.broker_config = dict(broker_config or {})
-        self.heap_mb = heap_mb
         self.client_advertise = client_advertise
         self.run_id = run_id or statemod.new_run_id()
         self.ready_timeout = ready_timeout
@@ -232,13 +242,6 @@ class OwnedCluster(AdminCluster[BN]):
         self._ready_created = False
 
     @property
-    def kafka(self) -> KafkaInstall:
-        """The Apache Kafka installation the nodes run (once started)."""
-        if isinstance(self.system, ApacheKafka) and self.system.install is not None:
-            return self.system.install
-        raise AttributeError(f"cluster {self.run_id} runs no prepared Apache Kafka installation")
-
-    @property
     def direct_bootstrap_servers(self) -> str:
         """The brokers' own CLIENT listeners, bypassing any proxy."""
         return ",".join(n.direct_client for n in self._nodes)
@@ -254,10 +257,8 @@ class OwnedCluster(AdminCluster[BN]):
             "kind": self.kind,
             "run_id": self.run_id,
             **self.system.metadata(),
+            "client_profile": self.system.client_profile().to_json(),
             "nodes": self.size,
-            "profile": self.profile,
-            "broker_config": dict(self.broker_config),
-            "heap_mb": self.heap_mb,
             "netns": self.use_netns,
             "subnet": self.subnet,
             "addresses": {n.name: n.address for n in self._nodes},
@@ -298,9 +299,27 @@ class OwnedCluster(AdminCluster[BN]):
         """Prepare the system, make the nodes, start them; then `wait_ready` if `wait`."""
         raise NotImplementedError
 
+    def unsupported_faults(self) -> dict[str, str]:
+        """What the nodes rule out, then what makes no sense for the system (its reason wins)."""
+        return {**super().unsupported_faults(), **self.system.fault_limits()}
+
+    def control_api(self) -> Any | None:
+        """The system's control channel (nemesis/control.py), None if it has none."""
+        return self.system.control_api()
+
+    @property
+    def offers_control(self) -> bool:
+        """Whether the system has a control channel at all (the `control` fault family)."""
+        return bool(self.system.has_control)
+
+    def _replication(self, replication_factor: int) -> int:
+        return self.system.replication(replication_factor, self.size)
+
     def collect_logs(self, dest: Path) -> None:
         """Copy every node's log files into dest/<node>/ (e.g. a run's logs/)."""
         for n in self._nodes:
+            if not n.logs_dir.is_dir():
+                continue
             d = dest / n.name
             d.mkdir(parents=True, exist_ok=True)
             for p in n.logs_dir.glob("*"):
@@ -322,8 +341,8 @@ class OwnedCluster(AdminCluster[BN]):
             "bridge": self.bridge,
             "forward_rule": netns.forward_rule(self.run_id) if self.use_netns else None,
             "work_dir": str(self.work_dir) if self.work_dir else None,
-            "kafka_version": self.system.version,
-            "profile": self.profile,
+            "system": self.system.name,
+            "version": self.system.version,
             "bootstrap_servers": self.bootstrap_servers if self._nodes else None,
             "nodes": [n.state() for n in self._nodes],
         }
@@ -349,13 +368,15 @@ class OwnedCluster(AdminCluster[BN]):
     def _failure(self, what: str, nodes: Sequence[BN]) -> ClusterNotReady:
         parts = [f"cluster {self.run_id}: {what}"]
         for n in nodes:
+            if not n.log_paths:
+                continue  # a listener of another node's process (one-process systems)
             rc = n.returncode
             state = "running" if n.is_running() else f"exited with code {rc}"
             parts.append(f"--- {n.name} ({n.host}, {state}), last lines of {n.log_path}:")
             parts.append(tail(n.log_path))
-            if not n.is_running():
-                parts.append(f"--- {n.logs_dir / 'stdout.log'}:")
-                parts.append(tail(n.logs_dir / "stdout.log", 15))
+            if not n.is_running() and n.stdout_path != n.log_path:
+                parts.append(f"--- {n.stdout_path}:")
+                parts.append(tail(n.stdout_path, 15))
         return ClusterNotReady("\n".join(parts))
 
     def _check_alive(self) -> None:
@@ -366,25 +387,33 @@ class OwnedCluster(AdminCluster[BN]):
             )
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        """All brokers registered and a RF-3 test topic fully in sync, through the admin API."""
+        """All brokers registered, a RF-3 test topic fully in sync (systems that
+        replicate) and the system's own check passed, through the admin API."""
         self._pending, self._ready_created = list(self._nodes), False
         super().wait_ready(timeout)
-        if isinstance(self.system, ApacheKafka):  # the transaction protocol in effect
-            self.system.observe(self.direct_bootstrap_servers)
+        self.system.after_ready(self.direct_bootstrap_servers)
 
     def _ready_step(self, admin: Any) -> str:
         md = admin.list_topics(timeout=5)
         registered = set(md.brokers)
-        self._pending = [n for n in self._nodes if n.node_id not in registered]
+        self._pending = []
+        if self.system.registers_brokers:
+            self._pending = [n for n in self._nodes if n.node_id not in registered]
         if self._pending:
             return f"brokers not registered: {', '.join(n.name for n in self._pending)}"
-        if READY_TOPIC not in md.topics and not self._ready_created:
-            create_topics(admin, {READY_TOPIC: self.size}, min(3, self.size))
-            self._ready_created = True
-            return f"{READY_TOPIC} just created"
-        self._pending, why = self._out_of_sync(admin, [READY_TOPIC])
-        if self._pending or why:
-            return why or "replicas out of sync"
+        if self.system.probe_topic:
+            if READY_TOPIC not in md.topics and not self._ready_created:
+                create_topics(admin, {READY_TOPIC: self.size}, min(3, self.size))
+                self._ready_created = True
+                return f"{READY_TOPIC} just created"
+            self._pending, why = self._out_of_sync(admin, [READY_TOPIC])
+            if self._pending or why:
+                return why or "replicas out of sync"
+        for n in self._nodes:
+            why = self.system.node_ready(n)
+            if why:
+                self._pending = [n]
+                return f"{n.name}: {why}"
         self.save_state("ready")
         return ""
 

@@ -16,6 +16,7 @@ from ..clusters import state as statemod
 from ..clusters.install import DEFAULT_KAFKA_VERSION, InstallError, cache_root, install
 from ..clusters.kafka_config import PROFILES, parse_overrides
 from ..clusters.local import tail
+from .ssh_flags import ssh_options, ssh_settings
 
 
 @click.group("cluster")
@@ -139,8 +140,9 @@ def _print_state(st: dict[str, Any], as_json: bool) -> None:
         f"owner pid {st.get('owner_pid')} ({st.get('owner_kind')}, {'alive' if alive else 'DEAD'})"
     )
     click.echo(
-        f"cluster {st.get('run_id')}: {st.get('status')}, Kafka {st.get('kafka_version')}, "
-        f"profile {st.get('profile')}, {owner}"
+        f"cluster {st.get('run_id')}: {st.get('status')}, "
+        f"{st.get('system', 'apache-kafka')} {st.get('version', st.get('kafka_version'))}, "
+        f"{owner}"
     )
     click.echo(f"  bootstrap servers: {st.get('bootstrap_servers')}")
     if st.get("subnet"):
@@ -205,13 +207,27 @@ def down(run_id: str | None, force: bool) -> None:
 @cluster.command("clean")
 @click.option("--all", "all_", is_flag=True, help="Also clusters whose owner is alive.")
 @click.option("--dry-run", is_flag=True, help="Only list what a real clean would remove.")
-def clean(all_: bool, dry_run: bool) -> None:
+@click.option(
+    "--cluster",
+    "cluster_kind",
+    type=click.Choice(["local", "ssh"]),
+    default="local",
+    show_default=True,
+    help="local: this machine; ssh: the --node hosts (over SSH).",
+)
+@ssh_options
+def clean(all_: bool, dry_run: bool, cluster_kind: str, **kw: Any) -> None:
     """Remove leftovers (namespaces, links, iptables rules, cgroups, processes, dirs,
     containers) of ktrial clusters whose owner died, and nemesis leftovers (tagged
     iptables rules, stress-ng balloons, Toxiproxy servers).
 
     Touches only what carries ktrial's exact markers and whose owner is gone; lists
-    what it left alone and why. --dry-run lists exactly what a real clean removes."""
+    what it left alone and why. --dry-run lists exactly what a real clean removes.
+    With --cluster ssh, the same on every --node host (clusters/sshclean.py)."""
+    if cluster_kind == "ssh":
+        _clean_ssh(all_, dry_run, {**kw, "cluster_kind": "ssh"})
+        return
+    _ = ssh_settings({**kw, "cluster_kind": "local"})  # refuses --node without --cluster ssh
     from ..nemesis.clean import clean_leftovers
 
     verb = "would remove" if dry_run else "removed"
@@ -224,6 +240,32 @@ def clean(all_: bool, dry_run: bool) -> None:
     for line in removed.refused:
         click.echo(f"left alone: {line}")
     if removed.empty() and not nemesis_removed:
+        click.echo("nothing to clean")
+    for p in problems:
+        click.echo(f"problem: {p}", err=True)
+    if problems:
+        sys.exit(1)
+
+
+def _clean_ssh(all_: bool, dry_run: bool, kw: dict[str, Any]) -> None:
+    from ..clusters import sshclean
+    from ..clusters.sshconn import SshHost, SshOptions, close_all, control_dir, parse_hosts
+    from ..clusters.sshremote import DEFAULT_ROOT
+
+    nodes, fields, _ = ssh_settings(kw)
+    opts = SshOptions(**fields)
+    cdir = control_dir()
+    hosts = [SshHost(h, opts, cdir, retry_for=10.0) for h in parse_hosts(nodes)]
+    try:
+        done, refused, problems = sshclean.clean(hosts, DEFAULT_ROOT, all_, dry_run)
+    finally:
+        close_all(hosts, cdir)
+    verb = "would remove" if dry_run else "removed"
+    for line in done:
+        click.echo(f"{verb} {line}")
+    for line in refused:
+        click.echo(f"left alone: {line}")
+    if not done:
         click.echo("nothing to clean")
     for p in problems:
         click.echo(f"problem: {p}", err=True)

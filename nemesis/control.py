@@ -103,7 +103,10 @@ DRAWS: tuple[tuple[str, str | None, str | None], ...] = (
     ("leaders", None, None),
     ("coordinators", None, None),
 )
-NO_CONTROL = "this system has no control API (only franz-go's kfake has one here: --cluster kfake)"
+NO_CONTROL = (
+    "this system has no control API (only franz-go's kfake has one here: --cluster kfake "
+    "or --system kfake)"
+)
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -130,7 +133,10 @@ class ControlAPI(Protocol):
 
 
 def has_control(cluster: Any) -> bool:
-    """Whether `cluster` offers a control API (it may answer None until it started)."""
+    """Whether `cluster` offers a control API (it may answer None until it started): a
+    cluster whose system has none says so (`offers_control`, clusters/nodebase.py)."""
+    if not getattr(cluster, "offers_control", True):
+        return False
     return callable(getattr(cluster, "control_api", None))
 
 
@@ -139,7 +145,8 @@ def channel(cluster: Cluster) -> ControlAPI:
     get = getattr(cluster, "control_api", None)
     api = get() if callable(get) else None
     if api is None:
-        raise Unsupported(NO_CONTROL if get is None else "the control API is not up yet")
+        none = get is None or not has_control(cluster)
+        raise Unsupported(NO_CONTROL if none else "the control API is not up yet")
     return api  # type: ignore[no-any-return]
 
 

@@ -19,9 +19,19 @@ KFAKE_SYSTEM = "franz-go-kfake"
 # test.json's `broker` -> the system's name
 BROKER_NAMES = {"apache-kafka": "Apache Kafka"}
 # test.json's `driver` -> the client library's name
-DRIVER_NAMES = {"confluent": "confluent-kafka", "franz": "franz-go"}
+DRIVER_NAMES = {
+    "confluent": "confluent-kafka",
+    "franz": "franz-go",
+    "java": "kafka-clients",
+    "mix": "mixed clients",
+}
 # what the library is, when test.json has no version of it
-DRIVER_NOTES = {"confluent": "confluent-kafka (librdkafka)", "franz": "franz-go (worker process)"}
+DRIVER_NOTES = {
+    "confluent": "confluent-kafka (librdkafka)",
+    "franz": "franz-go (worker process)",
+    "java": "Apache kafka-clients (Java worker process)",
+    "mix": "mixed clients (a driver per worker slot)",
+}
 PROTOCOLS = {"v1": "transactions v1 (classic)", "v2": "transactions v2 (KIP-890)"}
 
 
@@ -138,6 +148,12 @@ def driver_text(test: TestMeta) -> str | None:
     if key is None:
         return None
     version = driver_version(test)
+    if key == "mix":
+        mix = test.setting("driver_mix")
+        names = ", ".join(str(d) for d in mix) if isinstance(mix, list) else "?"
+        return f"mix of {names}, round-robin over worker slots" + (
+            f" ({version})" if version else ""
+        )
     if version is None:
         return DRIVER_NOTES.get(key, key)
     name = DRIVER_NAMES.get(key, key)

@@ -270,6 +270,9 @@ def test_apache_kafka_commands_and_files_for_host_and_container_paths() -> None:
         "broker_versions": ["4.1.1"],
         "kafka_source": "maven-cache",
         "kafka_line": "4.1",
+        "profile": "unsafe",
+        "broker_config": {"num.io.threads": "2"},
+        "heap_mb": 384,
         "transactions": {
             "transaction_version": 2,
             "protocol": "v2",
@@ -297,5 +300,13 @@ def test_a_cluster_runs_the_system_it_is_given(tmp_path: Path) -> None:
     c.runtime = "/bin/java"
     n1.write_config()
     assert (tmp_path / "n1" / "node.conf").read_text() == f"1 2 {tmp_path}/n1/data ('127.0.0.1', 1)"
-    assert c.metadata()["broker"] == "recording" and c.kafka.version == "9.9.9"
+    meta = c.metadata()
+    assert meta["broker"] == "recording" and meta["broker_versions"] == ["9.9.9"]
+    assert meta["client_profile"] == {  # Kafka's clients need nothing changed
+        "name": "kafka",
+        "producer": {},
+        "consumer": {},
+        "checker": {},
+        "notes": [],
+    }
     assert n1.paths().program == f"{tmp_path}/*"

@@ -59,12 +59,19 @@ def test_memory_cgroup_v1_and_v2() -> None:
 
 
 def test_start_script_formats_once_then_execs_broker() -> None:
-    text = dk.start_script(["java", "-cp", "/l/*", "Fmt", "-t", "id x"], ["java", "kafka.Kafka"])
+    text = dk.start_script(
+        ["java", "-cp", "/l/*", "Fmt", "-t", "id x"], ["java", "kafka.Kafka"], "meta.properties"
+    )
     lines = text.splitlines()
     fmt = next(i for i, line in enumerate(lines) if "Fmt" in line)
     assert "meta.properties" in lines[fmt - 1]  # guarded: a restart keeps the storage
     assert "'/l/*'" in lines[fmt] and "'id x'" in lines[fmt]  # quoted for sh
     assert lines[-1].startswith("exec java kafka.Kafka")  # the JVM is the container's init
+    # a system with no marker file: formatted once the data directory is not empty
+    other = dk.start_script(["fmt"], ["run"], None, "out.log").splitlines()
+    assert other[other.index("  fmt >> /ktrial/logs/out.log 2>&1") - 1].endswith(
+        '[ -z "$(ls -A /ktrial/data)" ]; then'
+    )
 
 
 def test_image_recipe_digest_tracks_jars_not_order() -> None:

@@ -8,6 +8,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,7 @@ from ktrial.cli import main
 from ktrial.clusters.kfake import (
     LIMITS,
     ControlError,
-    KfakeCluster,
+    Kfake,
     KfakeControl,
     format_command,
     kfake_version,
@@ -184,26 +185,66 @@ def test_a_channel_that_is_down_or_silent_is_a_control_error(
 # ------------------------------------------------------------ the cluster
 
 
-def test_nodes_map_to_kfake_ids_and_share_the_process() -> None:
-    from ktrial.clusters.kfake import KfakeNode
+def _kfake_cluster(tmp_path: Path, system: Kfake | None = None) -> Any:
+    """A 3-node local cluster running kfake, its nodes made but nothing started."""
+    from ktrial.clusters.local import LocalCluster
+    from ktrial.clusters.system import Ports
 
-    c = KfakeCluster(nodes=3)
-    c._nodes = [KfakeNode(c, i, 9000 + i) for i in range(3)]
+    c = LocalCluster(nodes=3, system=system or Kfake())
+    c.work_dir = tmp_path
+    for i in range(1, 4):
+        c._add_node(i, "127.0.0.1", Ports(9000 + i, 9100 + i, 9200 + i), None)
+    return c
+
+
+def test_nodes_share_the_first_nodes_process(tmp_path: Path) -> None:
+    c = _kfake_cluster(tmp_path)
+    assert not c.use_netns and not c.use_cgroups  # one process on 127.0.0.1
     assert [(n.name, n.node_id) for n in c.nodes] == [("n1", 0), ("n2", 1), ("n3", 2)]
+    assert all(n.owner is c.nodes[0] for n in c.nodes)
     assert c.nodes[1].process_nodes == ["n1", "n2", "n3"]
-    assert c.bootstrap_servers == "127.0.0.1:9000,127.0.0.1:9001,127.0.0.1:9002"
-    assert not c.nodes[0].is_running() and c.control_api() is None  # not started
-    assert set(c.unsupported_faults()) == {"partition", "loss", "memory", "toxic"}
+    assert c.bootstrap_servers == "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"
+    assert not c.nodes[2].is_running() and c.control_api() is None  # not started
+    assert c.offers_control
+    assert c.nodes[0].log_paths == [tmp_path / "n1" / "logs" / "kfake.log"]
+    assert c.nodes[1].log_paths == []  # the listeners have no log of their own
     meta = c.metadata()
-    assert meta["kind"] == "kfake" and meta["system"] == "franz-go-kfake"
+    assert meta["kind"] == "local" and meta["system"] == "franz-go-kfake"
     assert meta["one_process"] is True and meta["kfake_version"] == kfake_version()
     assert str(kfake_version()).startswith("v0.0.0-")
+    assert set(meta["unavailable_faults"]) >= {"partition", "loss", "memory", "toxic"}
+    assert meta["unavailable_faults"] == sorted(c.unsupported_faults())
+    assert c.unsupported_faults()["partition"].startswith("kfake is one process")
+
+
+def test_the_command_lists_every_listener_and_the_control_channel(tmp_path: Path) -> None:
+    k = Kfake(broker_config={"group.min.session.timeout.ms": "100"}, sync=True)
+    c = _kfake_cluster(tmp_path, k)
+    n1 = c.nodes[0]
+    n1.write_config()  # the system learns the listeners and picks the control port
+    cmd = k.run_command(n1.paths(), c.run_id, "n1")
+    assert cmd[cmd.index("-ports") + 1] == "9001,9002,9003"
+    control = cmd[cmd.index("-control") + 1]
+    assert control.startswith("127.0.0.1:") and control == k.metadata()["control"]
+    assert cmd[cmd.index("-data-dir") + 1] == str(tmp_path / "n1" / "data")
+    assert "-sync" in cmd and cmd[-2:] == ["-c", "group.min.session.timeout.ms=100"]
+    assert c.control_api() is k.control and k.control is not None
+    assert k.format_command(n1.paths(), "x") is None  # type: ignore[func-returns-value]
+
+
+def test_kfake_has_no_image_for_the_docker_backend() -> None:
+    from ktrial.clusters.base import Unsupported
+    from ktrial.clusters.docker import DockerCluster
+
+    with pytest.raises(Unsupported, match="one process"):
+        DockerCluster(nodes=3, system=Kfake())
 
 
 def test_a_missing_program_is_refused_saying_how_to_build_it(tmp_path: Path) -> None:
     from ktrial.clusters.base import Unsupported
+    from ktrial.clusters.kfake import kfake_cluster
 
-    c = KfakeCluster(binary=tmp_path / "nope")
+    c = kfake_cluster(binary=tmp_path / "nope")
     with pytest.raises(Unsupported, match=r"scripts/setup\.sh"):
         c.start()
 

@@ -1,4 +1,5 @@
-"""franz-go's kfake as the system under test (`ktrial run --cluster kfake`), end to end.
+"""franz-go's kfake as the system under test (`ktrial run --cluster kfake`, the local
+backend running the kfake system), end to end.
 
 * the queue workload with transactions, no faults: valid, and test.json records kfake;
 * a scripted run of the `control` family (errors answered after the write was applied,
@@ -125,7 +126,8 @@ def test_queue_with_transactions_runs_valid_on_kfake(tmp_path: Path) -> None:
     assert "verdict: VALID" in proc.stdout
     meta = orjson.loads((run / "test.json").read_bytes())
     cluster = meta["cluster"]
-    assert cluster["kind"] == "kfake" and cluster["system"] == "franz-go-kfake"
+    # the local backend running the kfake system (clusters/system.py)
+    assert cluster["kind"] == "local" and cluster["system"] == "franz-go-kfake"
     assert cluster["kfake_version"].startswith("v0.0.0-") and cluster["one_process"] is True
     ok = [o for o in _ops(run) if o["type"] == "ok" and o["f"] == "txn"]
     assert len(ok) >= 200, f"only {len(ok)} committed transactions"

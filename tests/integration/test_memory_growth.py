@@ -88,9 +88,11 @@ def test_a_leak_in_a_nodes_cgroup_is_memory_growth_and_none_without_it(
     # and the cgroups' anonymous memory.
     samples = [op.value for op in read_history(leaky.run_dir.history) if op.f == "node-stats"]
     assert len(samples) >= 15
+    heap_mb = cluster.metadata()["heap_mb"]
+    assert isinstance(heap_mb, int)
     for s in samples:
         for st in s.values():
-            assert st["heap_max_bytes"] == cluster.heap_mb * MIB, st
+            assert st["heap_max_bytes"] == heap_mb * MIB, st
             assert (
                 0 < st["heap_resident_bytes"] <= st["heap_committed_bytes"] == st["heap_max_bytes"]
             )
