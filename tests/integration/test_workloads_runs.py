@@ -52,7 +52,8 @@ def run(
     assert meta["consumer_config"]["isolation.level"] == "read_committed"
     assert meta["cluster"]["kind"] == "local"
     if workload == "queue":
-        assert meta["driver"] == opts.get("driver", "confluent")
+        mixed = "mix" if opts.get("driver_mix") else "confluent"
+        assert meta["driver"] == opts.get("driver", mixed)
     return out
 
 
@@ -104,7 +105,7 @@ def driver_param(name: str) -> Any:
     return name
 
 
-DRIVERS = [driver_param("confluent"), driver_param("franz")]
+DRIVERS = [driver_param("confluent"), driver_param("franz"), driver_param("java")]
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -112,8 +113,11 @@ def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path, drive
     opts = {"txn": False, "concurrency": 16, "crash_clients": 200, "driver": driver}
     out = run(local_cluster, tmp_path, "queue", opts, 30, {"send:ok": 2000, "poll:ok": 1000})
     assert out.results is not None and out.results["valid"] is True, explain(out)
-    assert n(out, "send", "ok") >= 800 and n(out, "poll", "ok") >= 800, out.counts
-    assert n(out, "send", "ok") + n(out, "poll", "ok") >= 2000, out.counts  # thousands
+    # 16 JVMs on this shared 2-core box make java slower (measured: 699 sends and 669
+    # polls in 30 s at load ~20, docs/drivers.md); the others' floors are as before
+    floor = 400 if driver == "java" else 800
+    assert n(out, "send", "ok") >= floor and n(out, "poll", "ok") >= floor, out.counts
+    assert n(out, "send", "ok") + n(out, "poll", "ok") >= floor * 2.5, out.counts  # thousands
     assert n(out, "crash", "info") >= 1, out.counts
     assert_fully_drained(out)
 
@@ -144,6 +148,48 @@ def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path, driver: str)
         if type(m).__name__ == "Send" and m.offset is not None
     }
     assert aborted
+
+
+@pytest.mark.skipif(
+    any(not isinstance(d, str) for d in DRIVERS), reason="a worker driver is not built"
+)
+def test_queue_mixed_drivers_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:
+    """confluent, java and franz processes in one transactional run: each client's
+    committed writes are read by the others' consumers, and the history is valid."""
+    opts = {
+        "txn": True,
+        "abort_p": 0.1,
+        "concurrency": 6,
+        "driver_mix": ["confluent", "java", "franz"],
+    }
+    out = run(local_cluster, tmp_path, "queue", opts, 20, {"txn:ok": 300})
+    assert out.results is not None and out.results["valid"] is True, explain(out)
+    assert n(out, "txn", "ok") >= 60, out.counts
+    assert_fully_drained(out)
+    meta = load_json(out.run_dir.test_json)
+    assert meta["driver_mix"] == opts["driver_mix"] and meta["slot_drivers"]["4"] == "java"
+    drivers = {int(p): d for p, d in meta["workload_results"]["process_drivers"].items()}
+    # who wrote each value, who read it: reads across clients
+    ops = read_history(out.run_dir.history)
+    writer = {
+        (m.key, m.value): drivers[int(o.process)]
+        for o in ops
+        if o.type == "ok" and o.is_data
+        for m in o.value
+        if type(m).__name__ == "Send"
+    }
+    pairs = {
+        (writer[(k, v)], drivers[int(o.process)])
+        for o in ops
+        if o.type == "ok" and o.is_data and o.process in drivers
+        for m in o.value
+        if type(m).__name__ == "Poll" and m.records
+        for k, recs in m.records.items()
+        for _, v in recs
+        if (k, v) in writer
+    }
+    crossed = {(w, r) for w, r in pairs if w != r}
+    assert {r for _, r in crossed} == {"confluent", "java", "franz"}, pairs
 
 
 def test_queue_subscribe_run_is_valid(local_cluster: Any, tmp_path: Path) -> None:

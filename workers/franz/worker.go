@@ -432,6 +432,12 @@ func (w *worker) shutdown(graceful bool, timeoutMs ...int) {
 	w.cl = nil
 }
 
+// protocolNames: the protocol's current name where kerr keeps an older one, so that
+// every worker names a broker's error alike (docs/drivers.md, "Error record").
+var protocolNames = map[int16]string{
+	6: "NOT_LEADER_OR_FOLLOWER", // kerr: NOT_LEADER_FOR_PARTITION (renamed in Kafka 2.6)
+}
+
 // describe turns a client error into the error record ktrial classifies.
 func describe(err error) errRecord {
 	r := errRecord{Message: err.Error()}
@@ -440,6 +446,9 @@ func describe(err error) errRecord {
 	switch {
 	case errors.As(err, &ke):
 		r.Name, r.Code, r.Retriable = ke.Message, ke.Code, ke.Retriable
+		if renamed, ok := protocolNames[ke.Code]; ok {
+			r.Name = renamed
+		}
 		r.TxnRequiresAbort = errors.Is(err, kerr.TransactionAbortable)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		r.Name, r.Retriable = "Timeout", true

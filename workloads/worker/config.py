@@ -1,4 +1,4 @@
-"""Worker drivers' settings: where a worker's program is, and the franz-go defaults.
+"""Worker drivers' settings: where a worker's program is, and each client's defaults.
 
 A worker driver takes the run's settings (:class:`..ops.OpSettings`: keys, txn,
 time budgets ...) from :class:`.WorkerConfig`, a :class:`..confluent.DriverConfig`
@@ -10,6 +10,7 @@ property names where one exists); the worker refuses a name it does not know.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,12 @@ from ..confluent.config import DriverConfig
 
 # The drivers that run as worker processes, each built by scripts/setup.sh into
 # workers/bin/ktrial-<name> (KTRIAL_WORKER_<NAME> names another program).
-WORKERS = ("franz",)
+WORKERS = ("franz", "java")
 BIN_DIR = Path(__file__).resolve().parents[2] / "workers" / "bin"
 # worker -> (client library, its Go module), for the version test.json records
 LIBRARIES = {"franz": ("franz-go", "github.com/twmb/franz-go")}
+# how each worker is built, for the error when it was not
+BUILT_WITH = {"franz": "Go", "java": "Maven and a JDK"}
 
 # franz-go: the careful tester's choices of the confluent defaults, in the names the
 # franz worker knows (workers/franz/settings.go).
@@ -49,6 +52,41 @@ FRANZ_CONSUMER_CONFIG: dict[str, Any] = {
     "metadata.max.age.ms": 10000,
 }
 
+# Java kafka-clients (workers/java): Kafka's own property names, passed through as they
+# are; the same careful choices. max.block.ms bounds send() waiting for metadata and
+# initTransactions/commitTransaction/abortTransaction, which take no timeout of their own
+# (the worker answers a call after its timeout_ms anyway; ktrial retires such a process).
+JAVA_PRODUCER_CONFIG: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 0,
+    "request.timeout.ms": 5000,
+    "delivery.timeout.ms": 10000,
+    "retry.backoff.ms": 20,
+    # kafka-clients backs off exponentially up to retry.backoff.max.ms (default 1 s) on
+    # retriable answers, CONCURRENT_TRANSACTIONS included: the answer to a transaction's
+    # first send while the previous transaction's markers are still being written.
+    "retry.backoff.max.ms": 100,
+    "socket.connection.setup.timeout.ms": 5000,
+    "metadata.max.age.ms": 10000,
+    "max.block.ms": 10000,
+}
+JAVA_TXN_PRODUCER_CONFIG: dict[str, Any] = {"transaction.timeout.ms": 10000}
+JAVA_CONSUMER_CONFIG: dict[str, Any] = {
+    "isolation.level": "read_committed",
+    "auto.offset.reset": "earliest",
+    "fetch.max.wait.ms": 500,
+    "socket.connection.setup.timeout.ms": 5000,
+    "metadata.max.age.ms": 10000,
+    "request.timeout.ms": 5000,
+    "default.api.timeout.ms": 10000,
+}
+# worker -> (producer defaults, transactional producer additions, consumer defaults)
+DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    "franz": (FRANZ_PRODUCER_CONFIG, FRANZ_TXN_PRODUCER_CONFIG, FRANZ_CONSUMER_CONFIG),
+    "java": (JAVA_PRODUCER_CONFIG, JAVA_TXN_PRODUCER_CONFIG, JAVA_CONSUMER_CONFIG),
+}
+
 
 def worker_program(name: str) -> Path:
     """The worker's executable; a clear error when it was not built."""
@@ -59,7 +97,8 @@ def worker_program(name: str) -> Path:
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise ValueError(
             f"the {name} driver's worker {path} is not built: run scripts/setup.sh"
-            f" (it needs Go), or set KTRIAL_WORKER_{name.upper()} to the program"
+            f" (it needs {BUILT_WITH.get(name, 'its toolchain')}), or set"
+            f" KTRIAL_WORKER_{name.upper()} to the program"
         )
     return path
 
@@ -71,16 +110,17 @@ class WorkerConfig(DriverConfig):
     worker: str = "franz"
 
     def producer_config(self) -> dict[str, Any]:
-        c = dict(FRANZ_PRODUCER_CONFIG)
+        producer, txn, _ = DEFAULTS[self.worker]
+        c = dict(producer)
         c["enable.idempotence"] = self.idempotence
         if self.txn:
-            c.update(FRANZ_TXN_PRODUCER_CONFIG)
+            c.update(txn)
         c.update(self.producer_overrides)
         c["bootstrap.servers"] = self.bootstrap
         return c
 
     def consumer_config(self) -> dict[str, Any]:
-        c = dict(FRANZ_CONSUMER_CONFIG)
+        c = dict(DEFAULTS[self.worker][2])
         c.update(self.consumer_overrides)
         c["bootstrap.servers"] = self.bootstrap
         c["group.id"] = self.group_id
@@ -99,8 +139,11 @@ class WorkerConfig(DriverConfig):
 
 
 def library_version(name: str) -> str | None:
-    """The worker's client library and the version its go.mod pins ("franz-go v1.22.3"),
-    for test.json; None when unknown or unreadable."""
+    """The worker's client library and the version its build pins ("franz-go v1.22.3"
+    from go.mod, "kafka-clients 4.1.1" from workers/java/pom.xml), for test.json; None
+    when unknown or unreadable."""
+    if name == "java":
+        return _pom_version(BIN_DIR.parent / "java" / "pom.xml")
     library = LIBRARIES.get(name)
     if library is None:
         return None
@@ -114,3 +157,12 @@ def library_version(name: str) -> str | None:
         if library[1] in parts and parts[-1].startswith("v"):
             return f"{library[0]} {parts[-1]}"
     return None
+
+
+def _pom_version(pom: Path) -> str | None:
+    try:
+        text = pom.read_text()
+    except OSError:
+        return None
+    m = re.search(r"<kafka\.version>\s*([^<\s]+)\s*</kafka\.version>", text)
+    return f"kafka-clients {m.group(1)}" if m else None

@@ -11,6 +11,7 @@ and an abrupt close *is* a crash: the worker gets SIGKILL.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,11 +22,53 @@ from ..ops import Fetched, Last, OpDriver
 from ..rewind import Plan, ReadPositions
 from .config import WorkerConfig, worker_program
 from .errors import RULES, WorkerError
-from .process import WorkerProcess
+from .process import Spares, WorkerProcess
 
 # Extra time the Python side waits beyond a call's own timeout before it gives up on
 # the worker (the worker honours the timeout it is given; this covers scheduling).
 SLACK_S = 1.0
+# Workers started ahead of need per driver (see Spares): a JVM's start is slow.
+SPARES = {"java": 4}
+
+
+class ClientFacts:
+    """What one driver's workers said of themselves over a run (the transaction protocol
+    kafka-clients chose, the library version) and how long each call took, for
+    test.json's ``workload_results.clients``: where a driver's time goes."""
+
+    FACTS = ("txn_protocol", "client_version")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.facts: dict[str, str] = {}
+        self.calls: dict[str, list[float]] = {}  # call -> [count, total s, max s]
+
+    def note(self, reply: dict[str, Any]) -> None:
+        for fact in self.FACTS:
+            if isinstance(reply.get(fact), str):
+                with self._lock:
+                    self.facts[fact] = reply[fact]
+
+    def timed(self, call: str, seconds: float) -> None:
+        with self._lock:
+            c = self.calls.setdefault(call, [0, 0.0, 0.0])
+            c[0] += 1
+            c[1] += seconds
+            c[2] = max(c[2], seconds)
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = dict(self.facts)
+            if self.calls:
+                out["call_ms"] = {
+                    call: {
+                        "n": int(n),
+                        "mean": round(total / n * 1000, 2),
+                        "max": round(mx * 1000, 1),
+                    }
+                    for call, (n, total, mx) in sorted(self.calls.items())
+                }
+            return out
 
 
 class WorkerDriver(OpDriver):
@@ -42,8 +85,12 @@ class WorkerDriver(OpDriver):
         produce: bool = True,
         stop: threading.Event | None = None,
         program: list[str] | None = None,
+        observed: ClientFacts | None = None,
+        spares: Spares | None = None,
     ) -> None:
         self.cfg: WorkerConfig = cfg
+        # what the client says of itself (txn_protocol ...) and how long its calls take
+        self.observed = observed if observed is not None else ClientFacts()
         self.driver_name = f"{cfg.worker} driver"
         self.process = process
         self.stop = stop
@@ -52,8 +99,11 @@ class WorkerDriver(OpDriver):
         self._produce_ok = produce
         self._op = 0  # tag of the current op's sends (a late report of an older op is ignored)
         self._results: list[Any] | None = None
-        argv = program or [str(worker_program(cfg.worker))]
-        self.worker = WorkerProcess(argv, f"{cfg.worker}-p{process}")
+        name = f"{cfg.worker}-p{process}"
+        if spares is not None and program is None:
+            self.worker = spares.take(name)
+        else:
+            self.worker = WorkerProcess(program or [str(worker_program(cfg.worker))], name)
         txn_id = f"{cfg.txn_id_prefix}-w{slot}" if cfg.txn and produce else ""
         try:
             self._call(
@@ -76,9 +126,14 @@ class WorkerDriver(OpDriver):
     def _call(self, call: str, args: dict[str, Any], budget_s: float) -> dict[str, Any]:
         """One request with a `budget_s` timeout; raises WorkerError for an error reply."""
         dl = self._deadline(budget_s + SLACK_S)
-        reply = self.worker.request(call, {**args, "timeout_ms": int(budget_s * 1000)}, dl)
+        t0 = time.monotonic()
+        try:
+            reply = self.worker.request(call, {**args, "timeout_ms": int(budget_s * 1000)}, dl)
+        finally:
+            self.observed.timed(call, time.monotonic() - t0)
         if not reply.get("ok"):
             raise WorkerError(reply.get("error") or {"name": "WorkerError", "message": "no error"})
+        self.observed.note(reply)
         return reply
 
     # -------------------------------------------------------------------- public API
@@ -206,11 +261,24 @@ class WorkerDriver(OpDriver):
         return out
 
 
-def worker_factory(cfg: WorkerConfig, stop: threading.Event | None = None) -> DriverFactory:
-    """Opens a WorkerDriver per process (the queue workload's driver factory)."""
+def spares_for(worker: str) -> Spares | None:
+    """A pool of pre-started workers for `worker`, or None when it starts fast anyway."""
+    n = SPARES.get(worker, 0)
+    return Spares([str(worker_program(worker))], n) if n > 0 else None
+
+
+def worker_factory(
+    cfg: WorkerConfig,
+    stop: threading.Event | None = None,
+    observed: ClientFacts | None = None,
+    spares: Spares | None = None,
+) -> DriverFactory:
+    """Opens a WorkerDriver per process (the queue workload's driver factory); what the
+    clients say of themselves (the transaction protocol they use) goes into `observed`;
+    a process takes its worker from `spares` when given (the caller closes it)."""
 
     def open_driver(process: int, slot: int) -> WorkerDriver:
-        return WorkerDriver(cfg, process, slot, stop=stop)
+        return WorkerDriver(cfg, process, slot, stop=stop, observed=observed, spares=spares)
 
     return open_driver
 

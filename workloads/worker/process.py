@@ -16,6 +16,7 @@ import os
 import select
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,52 @@ def worker_log_path() -> Path:
     if given:
         return Path(given)
     return Path(tempfile.gettempdir()) / f"ktrial-workers-{os.getpid()}.log"
+
+
+class Spares:
+    """Worker processes started ahead of need, so that a new logical process does not wait
+    for its worker's runtime to start (a JVM takes about a second, many seconds when 16
+    start at once on two cores). A spare has received nothing: the process that takes it
+    still opens its own client with `open`, exactly as with a process started for it.
+    Not started beyond `count` at once; `close()` kills those never taken."""
+
+    def __init__(self, argv: list[str], count: int) -> None:
+        self.argv = argv
+        self.count = count
+        self._lock = threading.Lock()
+        self._idle: list[WorkerProcess] = []
+        self._closed = False
+
+    def take(self, name: str) -> WorkerProcess:
+        """A started worker (a spare when one is ready), and a new spare in its place."""
+        with self._lock:
+            w = self._idle.pop(0) if self._idle else None
+            refill = not self._closed and self.count > 0
+        if w is None or w.proc.poll() is not None:
+            w = WorkerProcess(self.argv, name)
+        w.name = name
+        if refill:
+            self._fill()
+        return w
+
+    def _fill(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed or len(self._idle) >= self.count:
+                    return
+            spare = WorkerProcess(self.argv, "spare")
+            with self._lock:
+                if self._closed:
+                    spare.kill()
+                    return
+                self._idle.append(spare)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for w in idle:
+            w.kill()
 
 
 class WorkerProcess:

@@ -7,7 +7,8 @@ Behaviour is scripted through the environment:
 * FAKE_LOG: a file each request is appended to, one JSON line (the calls the adapter made);
 * FAKE_FAIL: ``call=NAME`` pairs (comma-separated): that call answers an error record named NAME;
 * FAKE_FAIL_SEND: an error name every send's delivery report carries;
-* FAKE_HANG: a call that never answers; FAKE_DIE: a call on which the worker exits.
+* FAKE_HANG: a call that never answers; FAKE_DIE: a call on which the worker exits;
+* FAKE_TXN_PROTOCOL: what `begin` and `commit` say of the transaction protocol ("v2").
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def main() -> None:
                 "ok": False,
                 "error": {"name": fail[call], "message": "scripted"},
             }
+        elif call in ("begin", "commit") and os.environ.get("FAKE_TXN_PROTOCOL"):
+            reply["txn_protocol"] = os.environ["FAKE_TXN_PROTOCOL"]
         elif call == "produce":
             for r in req["records"]:
                 tp = (r["topic"], r["partition"])
