@@ -37,6 +37,12 @@ from .system import Container, Layout, NodePaths, SystemDefaults
 
 CONFIG = "server.properties"
 LOG_CONFIG = "log4j2.xml"
+# With SASL on a listener, the broker looks up the client's host name from its address
+# (a reverse lookup) while authenticating, on the network thread. In a namespace that
+# cannot reach the host's DNS server each lookup hangs until the resolver times out, so
+# logins never finish (measured: the SaslAuthenticate answer never came within 120 s).
+# Such brokers resolve names from this file only (the JVM's jdk.net.hosts.file).
+HOSTS = "hosts"
 
 
 class ApacheKafka(SystemDefaults):
@@ -191,10 +197,16 @@ class ApacheKafka(SystemDefaults):
             client_advertised=client_advertised,
             overrides=self.broker_config,
         )
-        return {
+        files = {
             CONFIG: render_properties(props),
             LOG_CONFIG: log4j2_xml(f"{paths.logs}/server.log"),
         }
+        if self._sasl():
+            files[HOSTS] = hosts_file([me, *peers])
+        return files
+
+    def _sasl(self) -> bool:
+        return "SASL" in self.broker_config.get("listener.security.protocol.map", "")
 
     def format_command(self, paths: NodePaths, cluster_id: str) -> list[str]:
         cmd = [
@@ -219,4 +231,14 @@ class ApacheKafka(SystemDefaults):
 
     def run_command(self, paths: NodePaths, run_id: str, node_name: str) -> list[str]:
         jvm = jvm_args(self.heap_mb, paths.logs, paths.file(LOG_CONFIG), run_id, node_name)
+        if self._sasl():
+            jvm.append(f"-Djdk.net.hosts.file={paths.file(HOSTS)}")
         return [paths.runtime, *jvm, "-cp", paths.program, "kafka.Kafka", paths.file(CONFIG)]
+
+
+def hosts_file(nodes: Sequence[NodeAddr]) -> str:
+    """A hosts file naming loopback and every node's address (by its node id), so name
+    lookups a broker makes answer at once from the file instead of a DNS server."""
+    lines = ["127.0.0.1 localhost"]
+    lines += [f"{n.host} node-{n.node_id}" for n in nodes if n.host != "127.0.0.1"]
+    return "\n".join(lines) + "\n"

@@ -141,3 +141,24 @@ def test_observe_asks_once_and_records_why_it_could_not(monkeypatch: pytest.Monk
     k.observe("10.0.0.1:9092")  # once answered, not asked again
     assert k.transactions()["source"] == "broker" and "observe_error" not in k.transactions()
     assert calls == ["10.0.0.1:9092"]
+
+
+def test_sasl_brokers_resolve_names_from_their_own_hosts_file() -> None:
+    """With SASL on a listener the broker reverse-resolves each client while it logs in;
+    in a namespace without DNS that hung every login, so such brokers get a hosts file
+    (every node's address) and the JVM option that makes it the only resolver."""
+    from ktrial.clusters.kafka_config import NodeAddr, Ports, client_listener_security
+
+    me = NodeAddr(1, "10.213.0.11", Ports(9092, 9093, 9094))
+    peer = NodeAddr(2, "10.213.0.12", Ports(9092, 9093, 9094))
+    plain = ApacheKafka("4.1.1", "safe")
+    sasl = ApacheKafka(
+        "4.1.1", "safe", broker_config=client_listener_security("SASL_PLAINTEXT", {"u": "p"})
+    )
+    for k in (plain, sasl):
+        k.install = KafkaInstall("4.1.1", Path("/k"), "maven-cache")
+    assert "hosts" not in plain.node_files(me, [me, peer], PATHS, None)
+    assert not any("jdk.net.hosts.file" in a for a in plain.run_command(PATHS, "r1", "n1"))
+    hosts = sasl.node_files(me, [me, peer], PATHS, None)["hosts"].splitlines()
+    assert "127.0.0.1 localhost" in hosts and "10.213.0.12 node-2" in hosts
+    assert "-Djdk.net.hosts.file=/w/hosts" in sasl.run_command(PATHS, "r1", "n1")

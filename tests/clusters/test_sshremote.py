@@ -3,6 +3,7 @@ machine's own /proc where that is safe) and the parsers of their output."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 
@@ -106,3 +107,35 @@ def test_parse_probe() -> None:
         "memcg": "/sys/fs/cgroup/memory",
         "java": "",
     }
+
+
+class _Host:
+    """Stands in for an SshHost: answers a write with what dash printed here when the
+    kernel refused a v1 memory limit below usage (EBUSY)."""
+
+    name = "h1"
+
+    def __init__(self, stderr: bytes) -> None:
+        self.stderr = stderr
+
+    def run(self, script: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.CompletedProcess(["sh"], 1, b"", self.stderr)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "code"),
+    [
+        (b"sh: 1: echo: echo: I/O error", errno.EBUSY),
+        (b"bash: echo: write error: Device or resource busy", errno.EBUSY),
+        (b"sh: 1: cannot create /x: Permission denied", errno.EIO),
+    ],
+)
+def test_a_refused_limit_write_reads_as_busy(stderr: bytes, code: int) -> None:
+    """The squeeze steps a refused v1 limit up only on EBUSY: dash's generic message for
+    the kernel's EBUSY must read as busy, or the memory fault fails on a busy node."""
+    from pathlib import Path
+
+    cg = R.RemoteMemoryCgroup(Path("/sys/fs/cgroup/memory/ktrial-a1b2c3-n1"), host=_Host(stderr))  # type: ignore[arg-type]
+    with pytest.raises(OSError) as e:
+        cg._write("memory.limit_in_bytes", "1000000")
+    assert e.value.errno == code

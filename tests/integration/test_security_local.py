@@ -38,11 +38,6 @@ def _holding(root: Path, secret: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
 
 
-@pytest.mark.skip(
-    reason="SEC: not yet passing on real Kafka 4.1: readiness on the SASL CLIENT listener "
-    "fails with _TRANSPORT (the same client settings work against kfake with SASL); "
-    "see the SEC report"
-)
 @pytest.mark.usefixtures("require_local_cluster")
 def test_sasl_plain_cluster_with_credentials_from_a_file(tmp_path: Path) -> None:
     creds = tmp_path / "client.properties"
@@ -68,11 +63,6 @@ def test_sasl_plain_cluster_with_credentials_from_a_file(tmp_path: Path) -> None
     assert _holding(run, PASSWORD) == []
 
 
-@pytest.mark.skip(
-    reason="SEC: not yet passing on real Kafka 4.1: readiness on the SASL CLIENT listener "
-    "fails with _TRANSPORT (the same client settings work against kfake with SASL); "
-    "see the SEC report"
-)
 @pytest.mark.usefixtures("require_local_cluster")
 def test_sasl_over_tls_with_the_franz_worker(tmp_path: Path) -> None:
     run, meta, ops = _run(
