@@ -18,6 +18,19 @@ from ..histories.recorder import Recorder
 from .driver import Completion
 
 
+def drain_settings(run_id: str, consumer_config: dict[str, Any]) -> dict[str, Any]:
+    """What every driver's drain clients share: read-only, assign mode, long polls, big
+    batches, their own group (each driver's config takes these as keyword arguments)."""
+    return {
+        "group_id": f"ktrial-{run_id}-drain",
+        "txn": False,
+        "sub_via": "assign",
+        "poll_ms": 500,
+        "max_poll_records": 5000,
+        "consumer_overrides": dict(consumer_config),
+    }
+
+
 class DrainDriver(Protocol):
     def assign(self, keys: Sequence[int], from_beginning: bool = False) -> Completion: ...
 

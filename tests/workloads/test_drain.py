@@ -53,3 +53,21 @@ def test_the_drain_says_when_it_started_in_history_time() -> None:
     meta = {"ktrial_version": "0.1.0", "drain": res}
     w = judged_window(meta, 0, sink.ops[-1].time)
     assert w.end_ns == round(res["started_s"] * 1e9) and "the drain" in w.why
+
+
+def test_every_drivers_drain_clients_take_the_shared_settings() -> None:
+    """Both driver configs accept the one set of drain settings (a renamed field in
+    either would break its drain), and the drain reads only, in assign mode, in its own
+    group, with the run's consumer settings on top."""
+    from ktrial.workloads.confluent.config import DriverConfig
+    from ktrial.workloads.drain import drain_settings
+    from ktrial.workloads.worker.config import WorkerConfig
+
+    s = drain_settings("r1", {"fetch.max.bytes": "1048576"})
+    for cfg in (
+        DriverConfig(bootstrap="b:1", keys={}, **s),
+        WorkerConfig(bootstrap="b:1", keys={}, worker="franz", **s),
+    ):
+        assert (cfg.group_id, cfg.txn, cfg.sub_via) == ("ktrial-r1-drain", False, "assign")
+        assert cfg.poll_ms == 500 and cfg.max_poll_records == 5000
+        assert cfg.consumer_overrides == {"fetch.max.bytes": "1048576"}

@@ -23,6 +23,7 @@ import confluent_kafka as ck
 from confluent_kafka import KafkaException
 
 from ..bounded import CallTimeout, Deadline, call_bounded, in_background
+from ..drain import drain_settings
 from ..driver import Completion, KeyMap
 from ..ops import Fetched, Last, OpDriver
 from ..rewind import Plan, ReadPositions
@@ -319,14 +320,5 @@ def drain_clients(
     bootstrap: str, keys: KeyMap, run_id: str, consumer_config: dict[str, Any]
 ) -> Callable[[int], ConfluentDriver]:
     """Fresh read-only clients for the drain: assign mode, long polls, big batches."""
-    cfg = DriverConfig(
-        bootstrap=bootstrap,
-        keys=keys,
-        group_id=f"ktrial-{run_id}-drain",
-        txn=False,
-        sub_via="assign",
-        poll_ms=500,
-        max_poll_records=5000,
-        consumer_overrides=dict(consumer_config),
-    )
+    cfg = DriverConfig(bootstrap=bootstrap, keys=keys, **drain_settings(run_id, consumer_config))
     return lambda process: ConfluentDriver(cfg, process, -1, produce=False)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..bounded import CallTimeout, Deadline
+from ..drain import drain_settings
 from ..driver import Completion, DriverFactory, KeyMap
 from ..errors import classify
 from ..ops import Fetched, Last, OpDriver
@@ -288,14 +289,6 @@ def drain_clients(
 ) -> Callable[[int], WorkerDriver]:
     """Fresh read-only worker clients for the drain: assign mode, long polls, big batches."""
     cfg = WorkerConfig(
-        bootstrap=bootstrap,
-        keys=keys,
-        group_id=f"ktrial-{run_id}-drain",
-        txn=False,
-        sub_via="assign",
-        poll_ms=500,
-        max_poll_records=5000,
-        consumer_overrides=dict(consumer_config),
-        worker=worker,
+        bootstrap=bootstrap, keys=keys, worker=worker, **drain_settings(run_id, consumer_config)
     )
     return lambda process: WorkerDriver(cfg, process, -1, produce=False)
