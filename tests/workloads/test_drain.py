@@ -61,12 +61,13 @@ def test_every_drivers_drain_clients_take_the_shared_settings() -> None:
     group, with the run's consumer settings on top."""
     from ktrial.workloads.confluent.config import DriverConfig
     from ktrial.workloads.drain import drain_settings
+    from ktrial.workloads.driver import KeyMap
     from ktrial.workloads.worker.config import WorkerConfig
 
     s = drain_settings("r1", {"fetch.max.bytes": "1048576"})
     for cfg in (
-        DriverConfig(bootstrap="b:1", keys={}, **s),
-        WorkerConfig(bootstrap="b:1", keys={}, worker="franz", **s),
+        DriverConfig(bootstrap="b:1", keys=KeyMap({}), **s),
+        WorkerConfig(bootstrap="b:1", keys=KeyMap({}), worker="franz", **s),
     ):
         assert (cfg.group_id, cfg.txn, cfg.sub_via) == ("ktrial-r1-drain", False, "assign")
         assert cfg.poll_ms == 500 and cfg.max_poll_records == 5000
