@@ -196,8 +196,11 @@ def test_isolate_leader_then_restart_the_stale_replica(
     old = by_f(ops, "start-isolate-leader-restart-stale").value["leader"]
     moved = by_f(ops, "leader-moved").value["seen"]  # the admin API: a new leader ...
     assert moved["leader"] != old and old not in moved["isr"]  # ... and the old one stale
-    assert by_f(ops, "heal-isolation").value["stale"] == [old]
-    assert by_f(ops, "restart-stale").value["node"] == old
+    # every replica out of the ISR at the heal is stale: the old leader always, and on a
+    # loaded machine sometimes a follower that fell behind too; each one is restarted
+    stale = by_f(ops, "heal-isolation").value["stale"]
+    assert old in stale
+    assert sorted(op.value["node"] for op in ops if op.f == "restart-stale") == sorted(stale)
     assert all(tagged_rules(n, COMMENT_PREFIX) == [] for n in cluster.nodes)
 
 
