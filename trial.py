@@ -27,7 +27,6 @@ import logging
 import os
 import random
 import shutil
-import signal
 import threading
 import time
 from collections import Counter
@@ -42,6 +41,7 @@ from .clusters.base import Cluster, Unsupported
 from .histories import HistoryWriter, Recorder
 from .histories.store import RunDir, create_run, write_json
 from .histories.testmeta import TestMeta
+from .interrupts import handling
 from .watch import ChildCheck, Watcher, stopped_early_note
 
 if TYPE_CHECKING:
@@ -139,16 +139,8 @@ class _Interrupts:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[_Interrupts]:
-        if threading.current_thread() is not threading.main_thread():
+        with handling(self.handler):
             yield self
-            return
-        old = signal.signal(signal.SIGINT, self.handler)
-        old_term = signal.signal(signal.SIGTERM, self.handler)
-        try:
-            yield self
-        finally:
-            signal.signal(signal.SIGINT, old)
-            signal.signal(signal.SIGTERM, old_term)
 
 
 class Trial:

@@ -32,6 +32,7 @@ from typing import Any
 from ..histories.jsonl import iter_history
 from ..histories.store import RunDir, load_json
 from ..histories.testmeta import TestMeta
+from ..interrupts import handling
 from ..nemesis.export import export_faults
 from ..nemesis.schedule import ScriptEntry, format_script
 from .verdict import bad_types_of
@@ -89,16 +90,8 @@ class Interrupts:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Interrupts]:
-        if threading.current_thread() is not threading.main_thread():
+        with handling(self.handler):
             yield self
-            return
-        old = signal.signal(signal.SIGINT, self.handler)
-        old_term = signal.signal(signal.SIGTERM, self.handler)
-        try:
-            yield self
-        finally:
-            signal.signal(signal.SIGINT, old)
-            signal.signal(signal.SIGTERM, old_term)
 
 
 def run_command(
