@@ -61,6 +61,8 @@ class QueueOptions:
     replication_factor: int = 3
     # see DriverConfig.retire_after_unsure_abort (False reproduces a librdkafka lost write)
     retire_after_unsure_abort: bool = True
+    # see DriverConfig.abort_unknown_offset (False reproduces a librdkafka lost write)
+    abort_unknown_offset: bool = True
     stop_polls_after: int = 0  # after this many ops, no more polls: a degraded run (docs/soak.md)
     run_id: str = ""
     topic_prefix: str = ""  # topics <prefix>-q-<i> instead of ktrial-<run id>-q-<i>
@@ -170,6 +172,7 @@ class QueueWorkload:
             txn_id_prefix=f"ktrial-{self.run_id}",
             poll_ms=self.opts.poll_ms,
             retire_after_unsure_abort=self.opts.retire_after_unsure_abort,
+            abort_unknown_offset=self.opts.abort_unknown_offset,
             # the cluster's TLS / SASL settings first (clusters/security.py), then the run's
             producer_overrides=client_settings(cluster, self.opts.producer_config),
             consumer_overrides=client_settings(cluster, self.opts.consumer_config),

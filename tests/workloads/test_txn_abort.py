@@ -20,18 +20,20 @@ from ktrial.workloads.rewind import ReadPositions
 
 
 class _Msg:
-    def __init__(self, offset: int) -> None:
+    def __init__(self, offset: int | None) -> None:
         self._offset = offset
 
-    def offset(self) -> int:
+    def offset(self) -> int | None:  # confluent-kafka: None when librdkafka has no offset
         return self._offset
 
 
 class ScriptedProducer:
     """Acknowledges sends on flush only when told to; records the transaction calls."""
 
-    def __init__(self, ack: bool) -> None:
+    def __init__(self, ack: bool, blind: tuple[int, ...] = ()) -> None:
         self.ack = ack
+        self.blind = blind  # sends (by order) reported delivered without an offset
+        self.produced = 0
         self.pending: list[Any] = []
         self.calls: list[str] = []
         self.next_offset = 0
@@ -45,8 +47,12 @@ class ScriptedProducer:
     def flush(self, timeout: float = 0) -> int:
         if self.ack:
             for cb in self.pending:
-                cb(None, _Msg(self.next_offset))
-                self.next_offset += 1
+                if self.produced in self.blind:
+                    cb(None, _Msg(None))  # "implicitly acked by subsequent batch success"
+                else:
+                    cb(None, _Msg(self.next_offset))
+                    self.next_offset += 1
+                self.produced += 1
             self.pending = []
         return len(self.pending)
 
@@ -110,6 +116,31 @@ def test_acknowledged_transaction_commits_and_keeps_the_producer() -> None:
     assert c.type == "ok" and p.calls == ["begin", "commit"] and not c.retire
 
 
+def test_send_delivered_without_offset_aborts_then_retires() -> None:
+    # librdkafka inferred the first send's delivery from the second's success; the broker
+    # never stored it (CI: a committed write lost). The transaction must not commit.
+    p = ScriptedProducer(ack=True, blind=(0,))
+    c = _txn(_driver(p))
+    assert c.type == "fail" and c.error["name"] == "DeliveredWithoutOffset", c
+    assert "value 1 to key 0" in c.error["message"]
+    assert p.calls == ["begin", "abort"] and c.retire is True
+    assert c.value == [["send", 0, 1], ["send", 0, [0, 2]]]
+
+
+def test_committing_sends_without_offsets_can_be_turned_back_on() -> None:
+    p = ScriptedProducer(ack=True, blind=(0,))
+    c = _txn(_driver(p, abort_unknown_offset=False))
+    assert c.type == "ok" and p.calls == ["begin", "commit"]
+
+
+def test_plain_send_delivered_without_offset_is_unknown_not_ok() -> None:
+    d = _driver(ScriptedProducer(ack=True, blind=(1,)))
+    d.cfg = DriverConfig(bootstrap="unused:9092", keys=d.cfg.keys, group_id="g", op_timeout_s=0.2)
+    c = d.execute("send", [["send", 0, 1], ["send", 0, 2]])
+    assert c.type == "info" and c.error["name"] == "DeliveredWithoutOffset", c
+    assert c.value == [["send", 0, [0, 1]], ["send", 0, 2]]
+
+
 class _Cluster:
     """Just enough of a cluster for QueueWorkload.setup (no broker is contacted)."""
 
@@ -125,3 +156,8 @@ def test_option_defaults_on_reaches_the_driver_and_is_recorded() -> None:
     meta = wl.setup(_Cluster())  # type: ignore[arg-type]
     assert wl.cfg is not None and wl.cfg.retire_after_unsure_abort is False
     assert meta["workload_options"]["retire_after_unsure_abort"] is False  # in test.json
+    assert QueueWorkload(QueueOptions(txn=True), 1).opts.abort_unknown_offset is True
+    wl = QueueWorkload(QueueOptions.from_dict({"txn": True, "abort_unknown_offset": False}), 1)
+    meta = wl.setup(_Cluster())  # type: ignore[arg-type]
+    assert wl.cfg is not None and wl.cfg.abort_unknown_offset is False
+    assert meta["workload_options"]["abort_unknown_offset"] is False

@@ -101,6 +101,11 @@ class DriverConfig:
     # The successor's init_transactions bumps the epoch, which makes sequences safe again.
     # False reproduces the client bug.
     retire_after_unsure_abort: bool = True
+    # Abort (never commit) a transaction one of whose sends the client reported delivered
+    # without an offset: librdkafka does that when it infers a delivery from a later
+    # batch's success, which the broker does not guarantee for a producer's first batch
+    # on a partition (see workloads/ops.offsetless_failure). False reproduces the loss.
+    abort_unknown_offset: bool = True
 
     def producer_config(self) -> dict[str, Any]:
         c = dict(DEFAULT_PRODUCER_CONFIG)
