@@ -99,6 +99,31 @@ def windows(seconds: Sequence[LoadSecond], window_s: float) -> list[Window]:
     return out
 
 
+def consumer_progress(judged: Sequence[Window], totals: Sequence[int]) -> list[dict[str, Any]]:
+    """Each consumer's progress (per-consumer, not only totals): what it read over the
+    run (`totals`, the generator's final counts), its share of everything read, and over
+    the judged windows the fewest it read in one and in how many it read nothing while
+    others read (starved). Pure."""
+    width = max([len(totals), *(len(w.consumers) for w in judged)], default=0)
+    all_read = sum(totals)
+    out = []
+    for i in range(width):
+        read = totals[i] if i < len(totals) else 0
+        per = [w.consumers[i] if i < len(w.consumers) else 0 for w in judged]
+        out.append(
+            {
+                "consumer": i,
+                "read": read,
+                "share": round(read / all_read, 4) if all_read else None,
+                "min_window_read": min(per) if per else None,
+                "idle_windows": sum(
+                    1 for w, n in zip(judged, per, strict=True) if n == 0 and sum(w.consumers) > 0
+                ),
+            }
+        )
+    return out
+
+
 def _runs(ws: list[Window]) -> list[list[Window]]:
     runs: list[list[Window]] = []
     for w in ws:
@@ -117,13 +142,20 @@ def judge(
     e2e_p99_limit_ms: float = E2E_P99_LIMIT_MS,
     excused_spans: Sequence[tuple[float, float, str]] = (),
     offset_s: float = 0.0,
+    warmup_s: float = 0.0,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """(metric, violations, excused) of the load's telemetry.
 
     `offset_s` turns the generator's clock into the history's (history seconds = load
-    seconds + offset_s); `excused_spans` are (from_s, to_s, why) in history seconds."""
-    all_w = windows(log.seconds, window_s)
-    judged = [w for w in all_w if w.covered_s >= window_s / 2 and w.offered > 0]
+    seconds + offset_s); `excused_spans` are (from_s, to_s, why) in history seconds.
+    Windows starting in the load's first `warmup_s` seconds (its warm-up: fresh
+    partitions' leaders, the JIT, the first batches) are not judged, as the other
+    liveness checks leave out the run's warm-up (checker/window.py); a warm-up that
+    would leave nothing to judge is not applied."""
+    full = [w for w in windows(log.seconds, window_s) if w.covered_s >= window_s / 2 and w.offered]
+    judged = [w for w in full if w.from_s >= warmup_s - 1e-9]
+    if not judged:  # a load shorter than its warm-up: judge it all (as checker/window.py)
+        judged, warmup_s = full, 0.0
 
     def h(x: float) -> float:
         return round(x + offset_s, 3)
@@ -180,12 +212,20 @@ def judge(
         w.ratio for w, why in behind_w if not why and w.ratio is not None
     ]
     final = log.final or {}
+    totals = final.get("consumers")
+    per_consumer: list[int] = (
+        totals
+        if isinstance(totals, list) and all(isinstance(x, int) for x in totals)
+        else [sum(x) for x in zip(*(s.consumers for s in log.seconds), strict=False)]
+    )
     metric: dict[str, Any] = {
         "window_s": window_s,
+        "warmup_s": warmup_s,
         "ratio_threshold": ratio,
         "e2e_p99_limit_ms": e2e_p99_limit_ms,
         "windows_judged": len(judged),
         "behind_windows": len(bad),
+        "under_ratio_windows": sum(1 for w in judged if w.ratio is not None and w.ratio < ratio),
         "excused_windows": sum(1 for _w, _y, ex in excused_w if ex is not None),
         "min_ratio": round(min(ratios), 4) if ratios else None,
         "min_ratio_not_excused": round(min(not_excused), 4) if not_excused else None,
@@ -197,9 +237,8 @@ def judge(
         "consumed": sum(s.consumed for s in log.seconds),
         "shed": sum(s.shed for s in log.seconds),
         "errors": sum(s.errors for s in log.seconds),
-        "per_consumer": final.get("consumers")
-        if isinstance(final.get("consumers"), list)
-        else [sum(x) for x in zip(*(s.consumers for s in log.seconds), strict=False)],
+        "per_consumer": per_consumer,
+        "consumers": consumer_progress(judged, per_consumer),
         "windows": [
             {
                 "from_s": h(w.from_s),
@@ -260,10 +299,13 @@ def add_to_liveness(
     offset_s: float,
     window_s: float,
     liveness_bad: bool,
+    warmup_s: float = 0.0,
 ) -> None:
     """Put the load's judgement into results' liveness section: ``load`` (the metric,
     with the excused episodes), a ``behind`` check and its violations."""
-    metric, violations, excused = judge(log, window_s, excused_spans=fault_spans, offset_s=offset_s)
+    metric, violations, excused = judge(
+        log, window_s, excused_spans=fault_spans, offset_s=offset_s, warmup_s=warmup_s
+    )
     metric["excused"] = excused[:MAX_LISTED]
     live["load"] = metric
     live["violations"] = [*live.get("violations", ()), *violations]

@@ -31,6 +31,7 @@ from .window import (
     drain_started_ns,
     had_drain,
     judged_window,
+    warmup_s,
 )
 
 # Nemesis ops that are bookkeeping, not faults (report/faults.py keeps the same list).
@@ -84,17 +85,23 @@ def check_file(
     """Check a history.jsonl file (streamed; malformed input raises HistoryError), with
     the load.jsonl beside it when there is one (an unreadable one is a warning)."""
     reader = iter_history if needs_ops(opts, meta) else iter_flat
-    load_path = os.path.join(os.path.dirname(os.fspath(path)), LOAD_FILE)
-    load, warning = None, None
-    if os.path.isfile(load_path):
-        try:
-            load = read_loadlog(load_path)
-        except LoadLogError as e:
-            warning = f"the background load was not judged: {e}"
+    load, warning = load_beside(path)
     res = check(reader(path), opts, meta, load)
     if warning:
         res["warnings"] = [*res.get("warnings", []), warning]
     return res
+
+
+def load_beside(path: str | os.PathLike[str]) -> tuple[LoadLog | None, str | None]:
+    """The background load's telemetry (load.jsonl) beside a history file, if any, and
+    a warning when it cannot be read (the load is then not judged)."""
+    load_path = os.path.join(os.path.dirname(os.fspath(path)), LOAD_FILE)
+    if not os.path.isfile(load_path):
+        return None, None
+    try:
+        return read_loadlog(load_path), None
+    except (LoadLogError, OSError) as e:
+        return None, f"the background load was not judged: {e}"
 
 
 def needs_ops(opts: CheckOptions, meta: dict[str, Any] | None) -> bool:
@@ -209,7 +216,10 @@ def _judge_load(
         ((f.start_ns - t0) / 1e9, (f.end_ns - t0) / 1e9 + opts.recovery_s, f.label())
         for f in fault_intervals(nemesis, end)
     ]
-    behind.add_to_liveness(live, load, spans, offset, opts.liveness_window_s, opts.liveness_bad)
+    window_s = opts.liveness_window_s
+    behind.add_to_liveness(
+        live, load, spans, offset, window_s, opts.liveness_bad, warmup_s(meta, window_s)
+    )
 
 
 def judged_window_of(

@@ -19,7 +19,7 @@ import orjson
 
 from ..checker import CheckOptions, options_from_test_json
 from ..checker import check as run_check
-from ..checker.check import needs_ops
+from ..checker.check import load_beside, needs_ops
 from ..checker.liveness import VIOLATION_TYPES
 from ..checker.options import MAX_NUMBER
 from ..histories.edn import iter_any_history
@@ -388,7 +388,10 @@ def check(
         warnings.simplefilter("always", HistoryWarning)
         try:
             ops = _with_progress(hist, not needs_ops(opts, meta), ignore_unknown_f)
-            res = run_check(ops, opts, meta)
+            load, load_warning = load_beside(hist)  # a run's load.jsonl (docs/load.md)
+            res = run_check(ops, opts, meta, load)
+            if load_warning:
+                res["warnings"] = [*res.get("warnings", []), load_warning]
         except HistoryError as e:
             if e.line == 0:  # the file itself (cannot open it, no history in a directory)
                 raise InputError(str(e)) from None

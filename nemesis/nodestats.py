@@ -14,9 +14,13 @@ and, to explain a latency spike (docs/load.md: direct reclaim, faults, CPU):
 
 - ``cpu_ms`` and ``majflt``: the broker process's CPU milliseconds (user + system) and major
   page faults so far (/proc/<pid>/stat; counters: a plot takes their rate);
-- ``cgroup_pgmajfault`` and ``cgroup_failcnt`` (how often the node hit its memory
-  limit, v1), and on cgroup v2 ``cgroup_pgscan_direct``, ``cgroup_pgsteal_direct`` and
-  ``cgroup_psi_some_us`` (the cgroup's memory PSI, "some" total, microseconds);
+- ``cgroup_pgmajfault``, ``cgroup_failcnt`` (how often the node's charges hit its memory
+  limit: each hit is a direct reclaim of the cgroup; v1 ``memory.failcnt``, v2
+  ``memory.events`` ``max``), ``cgroup_refault`` (workingset refaults, file + anon: evicted
+  pages read back, what reclaim cost), ``cgroup_usage_bytes`` and ``cgroup_limit_bytes``
+  (null when unlimited: a squeeze shows as the limit appearing), and on cgroup v2
+  ``cgroup_pgscan_direct``, ``cgroup_pgsteal_direct`` and ``cgroup_psi_some_us`` (the
+  cgroup's memory PSI, "some" total, microseconds);
 - the host's (the same for every node of a local cluster): ``host_allocstall``,
   ``host_pgscan_direct``, ``host_pgsteal_direct`` (/proc/vmstat: direct reclaim, which
   cgroup v1 does not count per cgroup), ``host_pgmajfault``, ``host_psi_some_us`` and
@@ -122,19 +126,31 @@ def host_figures(
 
 
 def cgroup_figures(stat: dict[str, int], version: int) -> dict[str, int | None]:
-    """A memory cgroup's fault and reclaim counters from its memory.stat (pure): v1
-    has only major faults (hierarchical ``total_pgmajfault``); v2 counts direct reclaim."""
-    if version == 1:
+    """A memory cgroup's fault and reclaim counters from its memory.stat (pure): v1 has
+    major faults and refaults (hierarchical ``total_*``) but no reclaim scan counts; v2
+    counts direct reclaim."""
+    if version == 1:  # hierarchical total_* (the node's processes may sit in children)
         return {
             "cgroup_pgmajfault": stat.get("total_pgmajfault", stat.get("pgmajfault")),
             "cgroup_pgscan_direct": None,
             "cgroup_pgsteal_direct": None,
+            "cgroup_refault": _refaults(stat, "total_") or _refaults(stat, ""),
         }
     return {
         "cgroup_pgmajfault": stat.get("pgmajfault"),
         "cgroup_pgscan_direct": stat.get("pgscan_direct"),
         "cgroup_pgsteal_direct": stat.get("pgsteal_direct"),
+        "cgroup_refault": _refaults(stat, ""),
     }
+
+
+def _refaults(stat: dict[str, int], prefix: str) -> int | None:
+    """workingset_refault_file + _anon (older kernels: one workingset_refault)."""
+    parts = [stat.get(f"{prefix}workingset_refault_{k}") for k in ("file", "anon")]
+    known = [x for x in parts if x is not None]
+    if known:
+        return sum(known)
+    return stat.get(f"{prefix}workingset_refault")
 
 
 def _read(path: Path) -> str | None:
@@ -151,15 +167,20 @@ def read_host(proc: Path = Path("/proc")) -> dict[str, int | None]:
 
 
 def _cgroup(path: str) -> dict[str, int | None]:
-    """The node's cgroup counters; {} when they cannot be read."""
+    """The node's cgroup counters; a figure that cannot be read is left out."""
     cg = cgroups.MemoryCgroup(Path(path))
     out: dict[str, int | None] = {}
     with contextlib.suppress(OSError, ValueError):
-        version = cg.version
-        out.update(cgroup_figures(cg.stat(), version))
-        out["cgroup_failcnt"] = cg.failcnt() if version == 1 else None
-        psi = cg.pressure()
-        some = (psi or {}).get("some", {}).get("total")
+        out.update(cgroup_figures(cg.stat(), cg.version))
+    for key, read in (
+        ("cgroup_failcnt", cg.failcnt),
+        ("cgroup_usage_bytes", cg.usage),
+        ("cgroup_limit_bytes", cg.limit),
+    ):
+        with contextlib.suppress(OSError, ValueError):
+            out[key] = read()
+    with contextlib.suppress(OSError, ValueError):
+        some = (cg.pressure() or {}).get("some", {}).get("total")
         out["cgroup_psi_some_us"] = int(some) if some is not None else None
     return out
 

@@ -33,6 +33,7 @@ from .faults import FaultWindow, family_colour
 from .judged import Judged, excused_html, judged_of
 from .livetext import liveness_detail
 from .livetext import num as _n
+from .loadtext import consumers_html
 from .meanings import meaning, ordered_types
 from .plots import all_plots
 from .runfacts import (
@@ -680,6 +681,7 @@ def section_liveness(results: dict[str, Any] | None, judged: Judged | None = Non
             ]
         )
     out.append(_table(["metric", "value", "threshold", "verdict", "detail"], rows))
+    out.append(consumers_html(live))  # the background load, if any
     th = live.get("thresholds")
     if isinstance(th, dict) and not th.get("liveness_bad"):
         out.append(

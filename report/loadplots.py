@@ -4,9 +4,13 @@ time axis with the fault windows shaded (docs/load.md).
 - ``load``: offered, produced and consumed messages/s; produce p50/p99; e2e p50/p99;
   the windows the checker judged behind marked red;
 - ``node-memory``: the load's produce and e2e p99 on top, and under it, per node,
-  anonymous memory, page cache, direct reclaim (pages scanned/s, allocation stalls/s),
-  memory pressure (PSI "some", % of time), major faults/s, broker RSS and CPU (cores):
-  so a produce-p99 spike and the start of direct reclaim line up on one time axis.
+  anonymous memory, page cache, the memory cgroup's usage and limit (a squeeze shows as
+  the limit appearing), its limit hits/s (each one a direct reclaim of the cgroup: what
+  cgroup v1 counts of it), refaults/s (evicted pages read back), the host's direct
+  reclaim (pages scanned/s, allocation stalls/s: global reclaim only), memory pressure
+  (PSI "some", % of time: the host's, and the cgroup's where it has one), major
+  faults/s, broker RSS and CPU (cores): so a produce-p99 spike and the start of reclaim
+  line up on one time axis.
 
 Both use the report's left and right margins, so their time axes line up with the
 other plots. A function returns None when it has nothing to draw.
@@ -15,7 +19,9 @@ other plots. A function returns None when it has nothing to draw.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +81,22 @@ def read_node_samples(history: Path) -> list[NodeSample]:
         return []
 
 
-def series(samples: Sequence[NodeSample], node: str, key: str) -> tuple[list[float], list[float]]:
-    """A figure of one node over time (samples where it is known)."""
+def series(
+    samples: Sequence[NodeSample], node: str, key: str, gaps: bool = False
+) -> tuple[list[float], list[float]]:
+    """A figure of one node over time (samples where it is known). With `gaps`, a sample
+    that has the figure as null gives NaN, so a drawn line breaks there (a limit that
+    was lifted, then set again) instead of joining across."""
     ts, ys = [], []
     for t, v in samples:
-        x = v.get(node, {}).get(key)
+        fig = v.get(node, {})
+        x = fig.get(key)
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             ts.append(t)
             ys.append(float(x))
+        elif gaps and key in fig and x is None and ys:
+            ts.append(t)
+            ys.append(math.nan)
     return ts, ys
 
 
@@ -106,7 +120,9 @@ def _panel_figure(n: int) -> tuple[Any, list[Axes]]:
     return fig, [a[0] for a in axes]
 
 
-def _finish(fig: Any, axes: list[Axes], title: str, handles: list[Any], out: Path) -> Path:
+def _finish(
+    fig: Any, axes: list[Axes], title: str, handles: list[Any], out: Path, dpi: int = DPI
+) -> Path:
     axes[0].set_title(title, loc="left", fontsize=11)
     axes[-1].set_xlabel("time since start (s)")
     for ax in axes:
@@ -126,7 +142,7 @@ def _finish(fig: Any, axes: list[Axes], title: str, handles: list[Any], out: Pat
     fig.subplots_adjust(
         left=MARGINS["left"], right=MARGINS["right"], top=0.95, bottom=0.07, hspace=0.12
     )
-    fig.savefig(out, dpi=DPI)
+    fig.savefig(out, dpi=dpi)
     plt.close(fig)
     return out
 
@@ -199,7 +215,10 @@ def plot_load(
 MEMORY_PANELS: tuple[tuple[str, str], ...] = (
     ("anon", "anon (MiB)"),
     ("cache", "page cache (MiB)"),
-    ("reclaim", "direct reclaim"),
+    ("limit", "cgroup usage,\nlimit (MiB)"),
+    ("hits", "limit hits/s\n(cgroup reclaim)"),
+    ("refault", "refaults/s"),
+    ("reclaim", "direct reclaim\n(host)"),
     ("psi", "PSI some (%)"),
     ("majflt", "major faults/s"),
     ("rss", "broker RSS (MiB)"),
@@ -208,47 +227,80 @@ MEMORY_PANELS: tuple[tuple[str, str], ...] = (
 MIB = 1 / (1 << 20)
 
 
-def _memory_panel(ax: Axes, what: str, samples: Sequence[NodeSample], nodes: list[str]) -> bool:
-    drew = False
-    if what in ("reclaim", "psi"):  # host-wide: one line (the first node carries them)
-        node = nodes[0]
-        if what == "reclaim":
-            for key, label, colour in (
-                ("host_pgscan_direct", "pages scanned/s (host)", "#d62728"),
-                ("host_allocstall", "allocation stalls/s (host)", "#9467bd"),
-                ("cgroup_pgscan_direct", "pages scanned/s (cgroup)", "#8c564b"),
-            ):
-                ts, ys = rate(*series(samples, node, key))
-                if ts:
-                    ax.plot(ts, ys, color=colour, linewidth=1.0, label=label)
-                    drew = True
-        else:
-            ts, ys = rate(*series(samples, node, "host_psi_some_us"), scale=1e-4)  # us/s -> %
-            if ts:
-                ax.plot(ts, ys, color="#d62728", linewidth=1.0, label="memory some (host)")
-                drew = True
-        return drew
-    for i, node in enumerate(nodes):
-        colour = NODE_COLOURS[i % len(NODE_COLOURS)]
-        if what == "anon":
-            ts, ys = series(samples, node, "cgroup_anon_bytes")
-            if not ts:
-                ts, ys = series(samples, node, "rss_anon_bytes")
-            ys = [y * MIB for y in ys]
-        elif what == "cache":
-            ts, ys = series(samples, node, "cache_bytes")
-            ys = [y * MIB for y in ys]
-        elif what == "rss":
-            ts, ys = series(samples, node, "rss_bytes")
-            ys = [y * MIB for y in ys]
-        elif what == "majflt":
-            ts, ys = rate(*series(samples, node, "majflt"))
-        else:  # cpu
-            ts, ys = rate(*series(samples, node, "cpu_ms"), scale=1e-3)
+@dataclass(frozen=True)
+class Line:
+    """One line of a memory panel (pure data: what `panel_lines` decided to draw)."""
+
+    label: str
+    colour: str
+    style: str
+    ts: list[float]
+    ys: list[float]
+
+
+def _mib(xy: tuple[list[float], list[float]]) -> tuple[list[float], list[float]]:
+    return xy[0], [y * MIB for y in xy[1]]
+
+
+def _host_lines(what: str, samples: Sequence[NodeSample], node: str) -> list[Line]:
+    """Host-wide figures (every local node carries the same; the first one's are drawn)."""
+    keys = {
+        "reclaim": (
+            ("host_pgscan_direct", "pages scanned/s", "#d62728", 1.0),
+            ("host_allocstall", "allocation stalls/s", "#9467bd", 1.0),
+        ),
+        "psi": (("host_psi_some_us", "memory some (host)", "#7f7f7f", 1e-4),),  # us/s -> %
+    }[what]
+    out = []
+    for key, label, colour, scale in keys:
+        ts, ys = rate(*series(samples, node, key), scale=scale)
         if ts:
-            ax.plot(ts, ys, color=colour, linewidth=1.0, label=node)
-            drew = True
-    return drew
+            out.append(Line(label, colour, "-", ts, ys))
+    return out
+
+
+def panel_lines(what: str, samples: Sequence[NodeSample], nodes: Sequence[str]) -> list[Line]:
+    """The lines of one memory panel (pure): per node, in the node's colour, plus the
+    host's for host-wide figures. Counters become per-second rates."""
+    out: list[Line] = []
+    if what in ("reclaim", "psi") and nodes:
+        out += _host_lines(what, samples, nodes[0])
+        if what == "reclaim":
+            return out
+    for i, node in enumerate(nodes):
+        c = NODE_COLOURS[i % len(NODE_COLOURS)]
+
+        def add(
+            xy: tuple[list[float], list[float]], label: str = node, style: str = "-", c: str = c
+        ) -> None:
+            if xy[0]:
+                out.append(Line(label, c, style, xy[0], xy[1]))
+
+        if what == "anon":
+            xy = series(samples, node, "cgroup_anon_bytes")
+            add(_mib(xy if xy[0] else series(samples, node, "rss_anon_bytes")))
+        elif what == "cache":
+            add(_mib(series(samples, node, "cache_bytes")))
+        elif what == "limit":
+            add(_mib(series(samples, node, "cgroup_usage_bytes")))
+            add(_mib(series(samples, node, "cgroup_limit_bytes", gaps=True)), f"{node} limit", ":")
+        elif what == "hits":
+            add(rate(*series(samples, node, "cgroup_failcnt")))
+            # cgroup v2 counts the reclaim's scans too
+            add(rate(*series(samples, node, "cgroup_pgscan_direct")), f"{node} pages scanned", "--")
+        elif what == "refault":
+            add(rate(*series(samples, node, "cgroup_refault")))
+        elif what == "psi":  # cgroup v2 (or a cgroup2 hierarchy beside v1)
+            add(rate(*series(samples, node, "cgroup_psi_some_us"), scale=1e-4))
+        elif what == "majflt":
+            add(rate(*series(samples, node, "majflt")))
+        elif what == "rss":
+            add(_mib(series(samples, node, "rss_bytes")))
+        elif what == "cpu":
+            add(rate(*series(samples, node, "cpu_ms"), scale=1e-3))
+        else:
+            raise ValueError(f"unknown memory panel {what!r}")
+    return out
 
 
 def plot_node_memory(
@@ -258,12 +310,26 @@ def plot_node_memory(
     faults: Sequence[FaultWindow],
     end_s: float,
     out: Path,
+    panels: Sequence[str] | None = None,
+    height: float = 1.9,
+    dpi: int = DPI,
 ) -> Path | None:
-    """The load's p99s on top, the nodes' memory figures under it (one time axis)."""
+    """The load's p99s on top, the nodes' memory figures under it (one time axis).
+    `panels` (keys of MEMORY_PANELS, default all) picks the panels; a panel with
+    nothing to draw (e.g. no cgroup limit figures) is left out."""
     if len(samples) < 2:
         return None
     nodes = sorted({n for _t, v in samples for n in v})
-    fig, axes = _panel_figure(len(MEMORY_PANELS) + 1)
+    labels = dict(MEMORY_PANELS)
+    chosen = [
+        (w, panel_lines(w, samples, nodes)) for w in (panels or [k for k, _ in MEMORY_PANELS])
+    ]
+    chosen = [(w, lines) for w, lines in chosen if lines]
+    if not chosen:
+        return None
+    fig, axes = plt.subplots(
+        len(chosen) + 1, 1, figsize=(12.0, height * (len(chosen) + 1) + 0.9), sharex=True
+    )
     top = axes[0]
     if log is not None and log.seconds:
         t = [s.t + off for s in log.seconds]
@@ -277,19 +343,18 @@ def plot_node_memory(
                 top.plot(*zip(*pts, strict=True), color=colour, linewidth=1.0, label=label)
         top.set_yscale("log")
     top.set_ylabel("load p99 (ms)")
-    drew = False
-    for ax, (what, label) in zip(axes[1:], MEMORY_PANELS, strict=True):
-        drew = _memory_panel(ax, what, samples, nodes) or drew
-        ax.set_ylabel(label, fontsize=8)
-    if not drew:
-        plt.close(fig)
-        return None
+    for ax, (what, lines) in zip(axes[1:], chosen, strict=True):
+        for ln in lines:
+            ax.plot(
+                ln.ts, ln.ys, color=ln.colour, linestyle=ln.style, linewidth=1.0, label=ln.label
+            )
+        ax.set_ylabel(labels[what], fontsize=8)
     handles: list[Any] = []
     for ax in axes:
         handles = shade_faults(ax, faults)
     if end_s > 0:
         axes[-1].set_xlim(0, end_s * 1.01)
-    return _finish(fig, axes, LOAD_PLOT_TITLES["node-memory"], handles, out)
+    return _finish(fig, list(axes), LOAD_PLOT_TITLES["node-memory"], handles, out, dpi)
 
 
 def load_plots(

@@ -215,3 +215,84 @@ def test_check_file_judges_the_load_jsonl_beside_the_history(tmp_path: Path) -> 
     assert any("load.jsonl:1: not JSON" in w for w in warned["warnings"])
     (tmp_path / "load.jsonl").unlink()
     assert "behind" not in run(tmp_path, lines)["metrics"]["liveness"]["checks"]
+
+
+def test_per_consumer_progress_names_a_starved_consumer() -> None:
+    """Overload at 2x the knee: consumer 1 stops reading after 20 s while consumer 0 goes
+    on; the metric shows each consumer's progress, not only the totals."""
+    seconds = [sec(float(t), consumers=(500, 500)) for t in range(1, 21)] + [
+        sec(float(t), consumed=600, consumers=(600, 0)) for t in range(21, 41)
+    ]
+    final = {"type": "final", "consumers": [22000, 10000]}
+    log = LoadLog(start={"type": "start", "time": 1000.0}, seconds=seconds, final=final)
+    metric, _viol, _exc = judge(log, 10.0)
+    assert metric["per_consumer"] == [22000, 10000]  # the generator's final totals
+    c0, c1 = metric["consumers"]
+    assert c0 == {
+        "consumer": 0,
+        "read": 22000,
+        "share": 0.6875,
+        "min_window_read": 5000,  # 10 seconds of 500 in each of its first two windows
+        "idle_windows": 0,
+    }
+    assert c1["read"] == 10000 and c1["idle_windows"] == 2 and c1["min_window_read"] == 0
+    assert metric["under_ratio_windows"] == 2  # 600 of 1000 offered: under 97%
+
+
+def test_consumer_progress_without_a_final_line_sums_the_seconds() -> None:
+    from ktrial.checker.behind import consumer_progress
+
+    metric, _v, _e = judge(log_of(*steady(20, offered=1000)), 10.0)
+    assert metric["per_consumer"] == [10000, 10000]
+    assert [c["idle_windows"] for c in metric["consumers"]] == [0, 0]
+    assert consumer_progress([], []) == []
+    # a window where nobody read does not count as anyone starving
+    quiet = windows([sec(1.0, consumed=0, consumers=(0, 0))], 10.0)
+    assert consumer_progress(quiet, [0, 0])[0]["idle_windows"] == 0
+    assert consumer_progress(quiet, [0, 0])[0]["share"] is None
+
+
+def test_the_loads_warm_up_window_is_not_judged() -> None:
+    """A cold start (fresh partitions, the JIT) behind in the first window: not judged
+    with the run's warm-up of one window, judged (and behind) without it."""
+    seconds = [sec(float(t), consumed=800) for t in range(1, 11)] + steady(30)[10:]
+    metric, viol, _ = judge(log_of(*seconds), 10.0, warmup_s=10.0)
+    assert not viol and metric["windows_judged"] == 2 and metric["warmup_s"] == 10.0
+    metric0, viol0, _ = judge(log_of(*seconds), 10.0)
+    assert len(viol0) == 1 and viol0[0]["from_s"] == 0.0 and metric0["windows_judged"] == 3
+    # a load no longer than its warm-up: the warm-up is not applied (nothing else to judge)
+    short, viol1, _ = judge(log_of(*seconds[:12]), 10.0, warmup_s=10.0)
+    assert short["warmup_s"] == 0.0 and short["windows_judged"] == 1 and len(viol1) == 1
+
+
+def test_check_file_leaves_out_the_loads_warm_up_in_a_ktrial_run(tmp_path: Path) -> None:
+    from ktrial.checker.check import check_file
+    from ktrial.checker.options import CheckOptions
+
+    """Through check_file: a run ktrial made (its test.json) leaves the load's first window
+    out, as the other liveness checks leave out the warm-up; a bare history judges it."""
+    lines = [send_op(0, "k", 1, 0), poll_op(1, {"k": [[0, 1]]})]
+    seconds = [sec(float(t), consumed=500) for t in range(1, 11)] + steady(30)[10:]
+    body = "".join(
+        json.dumps(
+            {
+                "type": "second",
+                "t": s.t,
+                "time": s.time,
+                "offered": s.offered,
+                "produced": s.produced,
+                "consumed": s.consumed,
+            }
+        )
+        + "\n"
+        for s in seconds
+    )
+    (tmp_path / "load.jsonl").write_text(
+        json.dumps({"type": "start", "time": 1000.0}) + "\n" + body
+    )
+    bare = run(tmp_path, lines)["metrics"]["liveness"]
+    assert bare["checks"]["behind"]["ok"] is False and bare["load"]["warmup_s"] == 0.0
+    meta = {"ktrial_version": "0", "history_wall_start": 990.0}  # test.json of a ktrial run
+    made = check_file(tmp_path / "history.jsonl", CheckOptions(), meta)["metrics"]["liveness"]
+    assert made["checks"]["behind"]["ok"] is True and made["load"]["warmup_s"] == 10.0
+    assert made["load"]["windows_judged"] == 2

@@ -141,6 +141,39 @@ def test_cli_run_directory_options_from_test_json(
     assert rc == 254 and "test.json" in err and "Traceback" not in err
 
 
+def test_cli_rechecks_a_runs_background_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ktrial check RUN_DIR` judges the load.jsonl beside the history, as the run's own
+    check did (it once dropped the `behind` check on a re-check); a broken one warns."""
+    (tmp_path / "history.jsonl").write_bytes(jsonl(SEND_POLL))
+    seconds = [
+        {
+            "type": "second",
+            "t": t,
+            "time": 1000.0 + t,
+            "offered": 1000,
+            "produced": 1000,
+            "consumed": 1000 if t <= 10 else 500,
+            "consumers": [500, 500 if t <= 10 else 0],
+        }
+        for t in range(1, 31)
+    ]
+    (tmp_path / "load.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in [{"type": "start", "time": 1000.0}, *seconds])
+    )
+    rc, out, _ = run_main(["check", str(tmp_path), "--json"], capsys)
+    live = json.loads(out)["metrics"]["liveness"]
+    assert rc == 0 and live["checks"]["behind"]["ok"] is False  # reported, not judged
+    assert [c["idle_windows"] for c in live["load"]["consumers"]] == [0, 2]
+    assert run_main(["check", str(tmp_path), "--liveness-bad"], capsys)[0] == 1
+    (tmp_path / "load.jsonl").write_text("{broken\n{}\n")
+    rc, out, _ = run_main(["check", str(tmp_path), "--json"], capsys)
+    res = json.loads(out)
+    assert rc == 0 and "behind" not in res["metrics"]["liveness"]["checks"]
+    assert any("background load was not judged" in w for w in res["warnings"])
+
+
 def test_cli_directory_without_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run_main(["check", str(tmp_path)], capsys)
     assert rc == 254 and "no history.jsonl" in err

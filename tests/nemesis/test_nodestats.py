@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from ktrial.clusters.base import Node
 from ktrial.histories.jsonl import HistoryWriter, iter_history
 from ktrial.histories.recorder import Recorder
@@ -145,12 +147,90 @@ def test_cgroup_figures_v1_real_and_v2() -> None:
     f1 = cgroup_figures(v1, 1)
     assert f1["cgroup_pgmajfault"] == v1["total_pgmajfault"]  # hierarchical
     assert f1["cgroup_pgscan_direct"] is None  # cgroup v1 does not count it
-    v2 = parse_kv("anon 10\nfile 20\npgmajfault 3\npgscan_direct 400\npgsteal_direct 300\n")
+    # v1 counts refaults (evicted pages read back), hierarchically, file + anon
+    assert f1["cgroup_refault"] == (
+        v1["total_workingset_refault_file"] + v1["total_workingset_refault_anon"]
+    )
+    v2 = parse_kv(
+        "anon 10\nfile 20\npgmajfault 3\npgscan_direct 400\npgsteal_direct 300\n"
+        "workingset_refault_anon 5\nworkingset_refault_file 70\n"
+    )
     assert cgroup_figures(v2, 2) == {
         "cgroup_pgmajfault": 3,
         "cgroup_pgscan_direct": 400,
         "cgroup_pgsteal_direct": 300,
+        "cgroup_refault": 75,
     }
+    # an old kernel's single counter; none at all gives None
+    assert cgroup_figures({"total_workingset_refault": 9}, 1)["cgroup_refault"] == 9
+    assert cgroup_figures({}, 2)["cgroup_refault"] is None
+
+
+def test_v2_cgroup_limit_usage_and_limit_hits(tmp_path: Path) -> None:
+    """cgroup v2 files (as a squeezed node has them): the limit, usage and memory.events
+    `max` (limit hits) are sampled; an unlimited cgroup's limit is null."""
+    from ktrial.nemesis.nodestats import _cgroup
+
+    (tmp_path / "memory.max").write_text("268435456\n")
+    (tmp_path / "memory.current").write_text("260000000\n")
+    (tmp_path / "memory.events").write_text("low 0\nhigh 4\nmax 321\noom 0\noom_kill 0\n")
+    (tmp_path / "memory.stat").write_text("anon 1\nfile 2\nworkingset_refault_file 8\n")
+    (tmp_path / "memory.pressure").write_text(
+        "some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=23456\n"
+    )
+    f = _cgroup(str(tmp_path))
+    assert f["cgroup_limit_bytes"] == 268435456 and f["cgroup_usage_bytes"] == 260000000
+    assert f["cgroup_failcnt"] == 321 and f["cgroup_refault"] == 8
+    assert f["cgroup_psi_some_us"] == 123456
+    (tmp_path / "memory.max").write_text("max\n")
+    (tmp_path / "memory.events").unlink()  # unreadable: left out, the rest still read
+    g = _cgroup(str(tmp_path))
+    assert g["cgroup_limit_bytes"] is None and "cgroup_failcnt" not in g
+    assert g["cgroup_usage_bytes"] == 260000000
+
+
+def _v1_hierarchy() -> Any:
+    from ktrial.nemesis import cgroups as ncg
+
+    with contextlib.suppress(OSError):
+        from ktrial.clusters import cgroups as ccg
+
+        h = ccg.memory_hierarchy()
+        if h is not None and h.version == 1 and os.geteuid() == 0:
+            return h, ccg, ncg
+    return None
+
+
+@pytest.mark.skipif(_v1_hierarchy() is None, reason="needs root and a cgroup v1 memory hierarchy")
+def test_a_squeezed_v1_cgroup_shows_limit_hits_and_refaults(tmp_path: Path) -> None:
+    """The reclaim a squeeze forces, seen as node-stats sees it on cgroup v1: a process
+    in a 32 MiB cgroup writing and re-reading 96 MiB hits the limit (failcnt: each hit
+    is a direct reclaim of the cgroup) and reads evicted pages back (refaults); the
+    host's /proc/vmstat direct-reclaim counters do not count cgroup reclaim."""
+    from ktrial.nemesis.nodestats import _cgroup
+
+    h, ccg, ncg = _v1_hierarchy()
+    rid = f"t{os.getpid()}"
+    d = ccg.create(h, rid, "probe")
+    try:
+        ncg.MemoryCgroup(d).set_limit(32 << 20)
+        before = _cgroup(str(d))
+        assert before["cgroup_limit_bytes"] == 32 << 20
+        f = tmp_path / "blob"
+        script = (
+            'echo $$ > "$0/cgroup.procs" && '
+            'dd if=/dev/zero of="$1" bs=1M count=96 conv=fsync status=none && '
+            'cat "$1" > /dev/null && cat "$1" > /dev/null'
+        )
+        subprocess.run(["sh", "-c", script, str(d), str(f)], check=True, timeout=60)
+        after = _cgroup(str(d))
+        assert after["cgroup_failcnt"] > before["cgroup_failcnt"]  # type: ignore[operator]
+        assert after["cgroup_refault"] > before["cgroup_refault"]  # type: ignore[operator]
+        assert after["cgroup_usage_bytes"] <= 32 << 20  # type: ignore[operator]
+        assert after["cgroup_pgscan_direct"] is None  # v1 has no such counter
+    finally:
+        ccg.remove(d)
 
 
 def test_sample_has_cpu_faults_and_host_counters_and_reuses_the_heap() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
+import pytest
 from ktrial.histories.loadlog import read_loadlog
 from ktrial.report.faults import FaultWindow
 from ktrial.report.loadplots import (
@@ -77,3 +79,56 @@ def test_load_plots_of_a_run_dir(tmp_path: Path) -> None:
     (tmp_path / "load.jsonl").write_text("garbage\nmore garbage\n")
     bad = load_plots(tmp_path, tmp_path / "history.jsonl", test, None, [], 5.0, tmp_path / "q")
     assert bad == {"load": None, "node-memory": None}
+
+
+def squeezed_line(t_s: int, limit: int | None) -> str:
+    """A cgroup v1 node squeezed from t=3: its limit appears, limit hits and refaults
+    climb (what node-stats records of cgroup reclaim on v1)."""
+    hits = max(0, t_s - 2) * 50
+    fig = {
+        "pid": 10,
+        "cgroup_anon_bytes": 200 << 20,
+        "cache_bytes": 40 << 20,
+        "cgroup_usage_bytes": 240 << 20,
+        "cgroup_limit_bytes": limit,
+        "cgroup_failcnt": hits,
+        "cgroup_refault": hits * 3,
+        "cgroup_pgscan_direct": None,
+        "host_pgscan_direct": 7,
+        "host_allocstall": 1,
+        "host_psi_some_us": t_s * 20_000,
+    }
+    op = {"index": t_s, "time": int(t_s * 1e9), "process": "nemesis", "type": "info"}
+    return json.dumps({**op, "f": "node-stats", "value": {"n1": fig}})
+
+
+def test_memory_panels_show_the_squeeze_and_the_cgroup_reclaim(tmp_path: Path) -> None:
+    from ktrial.report.loadplots import panel_lines
+
+    lines = [squeezed_line(t, None if t < 3 else 256 << 20) for t in range(1, 7)]
+    samples = node_samples(lines)
+    limit = panel_lines("limit", samples, ["n1"])
+    assert [(ln.label, ln.style) for ln in limit] == [("n1", "-"), ("n1 limit", ":")]
+    assert limit[1].ts == [3.0, 4.0, 5.0, 6.0] and limit[1].ys == [256.0] * 4  # MiB, once set
+    # lifted at 7 s and set again at 8 s: the line breaks (NaN) rather than joining across
+    again = node_samples([*lines, squeezed_line(7, None), squeezed_line(8, 128 << 20)])
+    ys = panel_lines("limit", again, ["n1"])[1].ys
+    assert ys[:4] == [256.0] * 4 and math.isnan(ys[4]) and ys[5] == 128.0
+    (hits,) = panel_lines("hits", samples, ["n1"])  # no v2 scan counter on v1: one line
+    assert hits.ys == [0.0, 50.0, 50.0, 50.0, 50.0]  # limit hits per second
+    (ref,) = panel_lines("refault", samples, ["n1"])
+    assert ref.ys == [0.0, 150.0, 150.0, 150.0, 150.0]
+    # the host's direct reclaim did not move (cgroup reclaim is not global reclaim)
+    assert {ln.label: set(ln.ys) for ln in panel_lines("reclaim", samples, ["n1"])} == {
+        "pages scanned/s": {0.0},
+        "allocation stalls/s": {0.0},
+    }
+    (psi,) = panel_lines("psi", samples, ["n1"])
+    assert psi.label == "memory some (host)" and set(psi.ys) == {2.0}  # 20 ms/s = 2%
+    with pytest.raises(ValueError, match="unknown memory panel"):
+        panel_lines("bogus", samples, ["n1"])
+    # a chosen subset; panels with nothing to draw are left out
+    out = plot_node_memory(samples, None, 0.0, [], 6.0, tmp_path / "m.png", ["limit", "hits"])
+    assert out is not None and out.read_bytes().startswith(b"\x89PNG")
+    plain = node_samples([stats_line(t, t, 0, t) for t in range(1, 5)])
+    assert plot_node_memory(plain, None, 0.0, [], 5.0, tmp_path / "n.png", ["limit"]) is None
