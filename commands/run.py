@@ -404,7 +404,7 @@ def _driver_mix(text: str, workload: str, driver: str | None) -> list[str]:
     type=click.Choice(["confluent", "franz", "java"]),
     default=None,
     help="Kafka client: confluent (librdkafka), franz (franz-go worker) or java"
-    " (kafka-clients worker); the workers run the queue only (docs/drivers.md)."
+    " (kafka-clients worker); the workers run queue and copy, not txn-cost (docs/drivers.md)."
     " [default: confluent]",
 )
 @click.option(

@@ -118,10 +118,12 @@ java_want=$(cat workers/java/pom.xml workers/java/ktrial-java.sh $(find workers/
 if [ ! -x workers/bin/ktrial-java ] || [ "$(cat workers/bin/ktrial-java.sha256 2>/dev/null)" != "$java_want" ]; then
   log "building ktrial-java (workers/java) with Maven"
   step "mvn package java worker" sh -c 'cd workers/java && mvn -q -B package'
-  # a class-data-sharing archive of the classes a worker loads: a faster JVM start
+  # a class-data-sharing archive of the classes a worker loads: a faster JVM start. The
+  # jar's absolute path, as the launcher gives it: the JVM uses the archive only when the
+  # class path matches the recorded one (a relative one matched only from this folder)
   rm -f workers/bin/java/ktrial-java.jsa
   step "java worker CDS archive" java -XX:ArchiveClassesAtExit=workers/bin/java/ktrial-java.jsa \
-    -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar workers/bin/java/ktrial-java.jar --train
+    -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$here/workers/bin/java/ktrial-java.jar" --train
   install -m 755 workers/java/ktrial-java.sh workers/bin/ktrial-java
   echo "$java_want" >workers/bin/ktrial-java.sha256
 fi

@@ -18,4 +18,5 @@ trap 'rm -rf "$link"' EXIT
 ln -s "$PWD" "$link/ktrial"
 (cd "$link" && "$OLDPWD/.venv/bin/mypy" --config-file ktrial/pyproject.toml ktrial)
 step "pytest"
-.venv/bin/pytest "$@"
+# --durations: the slowest tests at the end of the output, where CI logs show them
+.venv/bin/pytest --durations=25 "$@"

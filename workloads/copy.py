@@ -20,6 +20,12 @@ Op shapes (what checker/copy.py reads):
   from the beginning, so the output log is fully in the history.
 
 test.json carries ``copy: {input_keys, output_keys, route, value_modulus}``.
+
+``driver`` picks the client of every producer, copier and drain reader: confluent
+(librdkafka, in process) or a worker (franz, java: docs/drivers.md), whose copiers are
+group consumers (the worker contract's subscribe mode). The drain's progress check (the
+group's committed offsets) reads with librdkafka whatever the driver: it is no op of
+the history.
 """
 
 from __future__ import annotations
@@ -41,10 +47,19 @@ from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .bounded import in_background
 from .confluent import ConfluentDriver, DriverConfig, drain_clients
+from .confluent import library_version as confluent_version
 from .driver import Completion, Driver, KeyMap, TopicPartition
+from .ops import OpDriver
 from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
+from .worker import WORKERS, WorkerConfig, WorkerDriver, worker_program
+from .worker import drain_clients as worker_drain_clients
+from .worker import library_version as worker_version
+from .worker.driver import ClientFacts, spares_for
+from .worker.process import Spares
+
+DRIVERS = ("confluent", *WORKERS)
 
 # A copier step writes input value v as (step + 1) * VALUE_MODULUS + v: unique per
 # write attempt (an aborted copy and its retry write different values, so a read of
@@ -69,6 +84,7 @@ class CopyOptions:
     idempotence: bool = True
     sub_via: str = "subscribe"
     concurrency: int = 0
+    driver: str = "confluent"  # the client library: confluent, or a worker (docs/drivers.md)
     topic_prefix: str = ""  # topics <prefix>-in/-out instead of ktrial-<run id>-in/-out
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
@@ -85,18 +101,27 @@ class CopyOptions:
     def from_common(cls, common: CommonOptions) -> dict[str, Any]:
         """Copy is always transactional, idempotent and subscribed (refused otherwise);
         `concurrency` is its number of copiers."""
-        common.refuse_queue_only()
+        common.refuse_queue_only(takes_driver=True)
         opts: dict[str, Any] = {}
         if common.concurrency is not None:
             opts["copiers"] = common.concurrency
-        opts.update(common.given("abort_p", "crash_clients", "rate"))
+        opts.update(common.given("abort_p", "crash_clients", "rate", "driver"))
         return opts
+
+
+def check_driver(driver: str) -> None:
+    """Refuse a driver copy cannot run, before any broker starts (ValueError)."""
+    if driver not in DRIVERS:
+        raise ValueError(f"unknown driver {driver!r}; choose one of {', '.join(DRIVERS)}")
+    if driver != "confluent":
+        worker_program(driver)  # built?
 
 
 class CopyWorkload:
     name = "copy"
 
     def __init__(self, opts: CopyOptions, seed: int) -> None:
+        check_driver(opts.driver)
         self.opts = opts
         self.seed = seed
         self.run_id = opts.run_id or os.urandom(4).hex()
@@ -117,6 +142,11 @@ class CopyWorkload:
         self.copier_steps = 0
         self.cfg: DriverConfig | None = None
         self.prod_cfg: DriverConfig | None = None
+        # the group's committed offsets are read with librdkafka (copied_up_to)
+        self.progress_cfg: DriverConfig | None = None
+        # a worker driver's: what its clients said of themselves, pre-started workers
+        self.observed = ClientFacts()
+        self._spares: Spares | None = None
 
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
@@ -131,10 +161,20 @@ class CopyWorkload:
             producer_overrides=client_settings(cluster, self.opts.producer_config),
             consumer_overrides=client_settings(cluster, self.opts.consumer_config),
         )
-        self.cfg = DriverConfig(
+        config: Any = DriverConfig
+        if self.opts.driver != "confluent":
+            config = partial(WorkerConfig, worker=self.opts.driver)
+        self.cfg = config(
             txn=True, sub_via="subscribe", txn_id_prefix=f"ktrial-{self.run_id}-copier", **common
         )
-        self.prod_cfg = DriverConfig(txn=False, idempotence=True, **common)
+        self.prod_cfg = config(txn=False, idempotence=True, **common)
+        self.progress_cfg = self.cfg
+        if isinstance(self.cfg, WorkerConfig):
+            # librdkafka with the cluster's security settings: the run's own consumer
+            # settings are in the worker's names
+            self.progress_cfg = DriverConfig(
+                **{**common, "consumer_overrides": client_settings(cluster, {})}
+            )
         return self.describe()
 
     def describe(self) -> dict[str, Any]:
@@ -153,6 +193,8 @@ class CopyWorkload:
             "txn": True,
             "idempotence": True,
             "sub_via": "subscribe",
+            "driver": self.opts.driver,
+            "driver_version": _library_version(self.opts.driver),
             "ww_deps": True,
             "copy": {
                 "input_keys": self.input_keys,
@@ -185,26 +227,48 @@ class CopyWorkload:
                     target=self._copier, args=(s, stop, errs, True), name=f"copier{i}", daemon=True
                 )
             )
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        if isinstance(self.cfg, WorkerConfig):
+            self._spares = spares_for(self.cfg.worker)
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            if self._spares is not None:
+                self._spares.close()
+                self._spares = None
         if errs:
             raise RuntimeError(f"copy workload: {len(errs)} worker(s) died: {errs[0]!r}") from errs[
                 0
             ]
 
-    def _open_producer(
-        self, process: int, slot: int, stop: threading.Event | None = None
-    ) -> ConfluentDriver:
-        assert self.prod_cfg is not None
-        return ConfluentDriver(self.prod_cfg, process, slot, consume=False, stop=stop)
+    def results(self) -> dict[str, Any] | None:
+        """test.json's workload_results: what a worker driver's clients said of themselves
+        (the transaction protocol, the time per call)."""
+        facts = self.observed.to_json()
+        return {"clients": {self.opts.driver: facts}} if facts else None
 
-    def _open_copier(
-        self, process: int, slot: int, stop: threading.Event | None = None
-    ) -> ConfluentDriver:
+    def _open(self, cfg: DriverConfig, process: int, slot: int, consume: bool, stop: Any) -> Any:
+        if isinstance(cfg, WorkerConfig):
+            return WorkerDriver(
+                cfg,
+                process,
+                slot,
+                consume=consume,
+                stop=stop,
+                observed=self.observed,
+                spares=self._spares,
+            )
+        return ConfluentDriver(cfg, process, slot, consume=consume, stop=stop)
+
+    def _open_producer(self, process: int, slot: int, stop: threading.Event | None = None) -> Any:
+        assert self.prod_cfg is not None
+        return self._open(self.prod_cfg, process, slot, False, stop)
+
+    def _open_copier(self, process: int, slot: int, stop: threading.Event | None = None) -> Any:
         assert self.cfg is not None
-        return ConfluentDriver(self.cfg, process, slot, stop=stop)
+        return self._open(self.cfg, process, slot, True, stop)
 
     def _producer(
         self, slot: Slot, limiter: RateLimiter, stop: threading.Event, errs: list[BaseException]
@@ -275,10 +339,10 @@ class CopyWorkload:
     # ------------------------------------------------------------------------ drain
     def copied_up_to(self, targets: dict[int, int]) -> dict[int, int]:
         """Input keys whose group-committed offset is still below `targets`: key -> committed."""
-        assert self.cfg is not None
+        assert self.progress_cfg is not None
         c = ck.Consumer(
             {
-                **self.cfg.consumer_config(),
+                **self.progress_cfg.consumer_config(),
                 "client.id": "ktrial-copy-progress",
                 "logger": logging.getLogger("ktrial.librdkafka"),
             }
@@ -334,12 +398,19 @@ class CopyWorkload:
             for t in threads:
                 t.join()
         targets = self.tracker.targets(self.keys.keys)
-        res = drain_mod.drain(
-            recorder,
-            drain_clients(self.cfg.bootstrap, self.keys, self.run_id, self.cfg.consumer_overrides),
-            targets,
-            max(5.0, deadline - time.monotonic()),
-        )
+        if isinstance(self.cfg, WorkerConfig):
+            readers: Any = worker_drain_clients(
+                self.cfg.worker,
+                self.cfg.bootstrap,
+                self.keys,
+                self.run_id,
+                self.cfg.consumer_overrides,
+            )
+        else:
+            readers = drain_clients(
+                self.cfg.bootstrap, self.keys, self.run_id, self.cfg.consumer_overrides
+            )
+        res = drain_mod.drain(recorder, readers, targets, max(5.0, deadline - time.monotonic()))
         res["started_s"] = round(started_ns / 1e9, 3)
         res["copy_caught_up"] = not behind
         res["copy_behind"] = {
@@ -354,7 +425,11 @@ def _send(d: Driver, mops: list[Any]) -> Completion:
 
 
 def _copy_step(d: Driver, route: dict[int, int], shift: int, abort: bool) -> Completion:
-    return cast(ConfluentDriver, d).copy_txn(route, shift, abort)
+    return cast(OpDriver, d).copy_txn(route, shift, abort)
+
+
+def _library_version(driver: str) -> str | None:
+    return confluent_version() if driver == "confluent" else worker_version(driver)
 
 
 def _subscribe(d: Driver, keys: list[int]) -> Completion:

@@ -48,18 +48,19 @@ class CommonOptions:
         """{name: value} of those of `names` that were given."""
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
-    def refuse_queue_only(self) -> None:
+    def refuse_queue_only(self, takes_driver: bool = False) -> None:
         """Workloads other than queue choose their own transactions, idempotence and
-        partition assignment; asking for others is an error, not silently ignored."""
+        partition assignment; asking for others is an error, not silently ignored.
+        A workload that runs on the worker drivers too (copy) says so (`takes_driver`)."""
         if self.txn is not None or self.idempotence is False or self.sub_via is not None:
             raise ValueError(
                 "--txn, --no-idempotence and --sub-via apply to the queue workload; copy is "
                 "always transactional and idempotent and reads through its consumer group"
             )
-        if self.driver not in (None, "confluent"):
+        if not takes_driver and self.driver not in (None, "confluent"):
             raise ValueError(
-                f"--driver {self.driver} runs the queue workload only; the copy and txn-cost"
-                " workloads use --driver confluent"
+                f"--driver {self.driver} runs the queue and copy workloads only; the txn-cost"
+                " workload uses --driver confluent"
             )
 
 

@@ -32,6 +32,10 @@ func consumerMillis(f func(time.Duration) kgo.ConsumerOpt) setting {
 	return millis(func(d time.Duration) kgo.Opt { return f(d) })
 }
 
+func groupMillis(f func(time.Duration) kgo.GroupOpt) setting {
+	return millis(func(d time.Duration) kgo.Opt { return f(d) })
+}
+
 // settings: the names ktrial writes to test.json (Kafka's property names where one
 // exists), each mapped onto franz-go options. An unknown name is an error.
 var settings = map[string]setting{
@@ -96,7 +100,12 @@ var settings = map[string]setting{
 		}
 		return nil, fmt.Errorf("want earliest or latest")
 	},
-	"fetch.max.wait.ms":                  consumerMillis(kgo.FetchMaxWait),
+	"fetch.max.wait.ms": consumerMillis(kgo.FetchMaxWait),
+	// a group consumer's (subscribe mode); max.poll.interval.ms is kafka-clients'
+	// name for the rebalance timeout
+	"session.timeout.ms":                 groupMillis(kgo.SessionTimeout),
+	"heartbeat.interval.ms":              groupMillis(kgo.HeartbeatInterval),
+	"max.poll.interval.ms":               groupMillis(kgo.RebalanceTimeout),
 	"socket.connection.setup.timeout.ms": millis(kgo.DialTimeout),
 	"metadata.max.age.ms":                millis(kgo.MetadataMaxAge),
 	"metadata.min.age.ms":                millis(kgo.MetadataMinAge),
@@ -115,7 +124,7 @@ func number(v any) (float64, error) {
 }
 
 // options: the client options of an open request.
-func options(r *request) ([]kgo.Opt, error) {
+func options(w *worker, r *request) ([]kgo.Opt, error) {
 	if strings.TrimSpace(r.Bootstrap) == "" {
 		return nil, fmt.Errorf("open: bootstrap is empty")
 	}
@@ -140,6 +149,9 @@ func options(r *request) ([]kgo.Opt, error) {
 	}
 	if r.TxnID != "" {
 		opts = append(opts, kgo.TransactionalID(r.TxnID))
+	}
+	if r.Group != "" && r.Consumer {
+		opts = append(opts, w.groupOptions(r.Group)...)
 	}
 	sec, err := securityOptions(r.Settings) // TLS and SASL, as one group (security.go)
 	if err != nil {

@@ -27,6 +27,7 @@ type request struct {
 	TimeoutMs int            `json:"timeout_ms"`
 	Max       int            `json:"max"`
 	Group     string         `json:"group"`
+	Topics    []string       `json:"topics"`
 	Offsets   []tpOffset     `json:"offsets"`
 	Abrupt    bool           `json:"abrupt"`
 }
@@ -86,12 +87,32 @@ type worker struct {
 	reported    []delivery
 	outstanding int
 
+	// the partitions consumed and the next offset of each: set by assign in assign mode,
+	// by the group's rebalance callbacks in subscribe mode (under mu)
 	assigned    map[tp]bool
 	position    map[tp]int64
 	producedTxn bool
+	inTxn       bool // between begin and the end of the transaction
+	txnRead     bool // a fetch of the open transaction returned records
+
+	group  bool            // a group consumer (subscribe mode, group.go)
+	topics map[string]bool // its subscription
+	events []rebalanceEvent
 }
 
+// handle answers one request; a group consumer's assignment changes since the last
+// reply ride along as its "rebalance" events.
 func (w *worker) handle(r *request) map[string]any {
+	reply := w.call(r)
+	if w.group {
+		if ev := w.takeEvents(); len(ev) > 0 {
+			reply["rebalance"] = ev
+		}
+	}
+	return reply
+}
+
+func (w *worker) call(r *request) map[string]any {
 	if r.Call != "open" && w.cl == nil {
 		return failure(errRecord{Name: "NotOpen", Message: "the first call must be open", Fatal: true})
 	}
@@ -108,7 +129,7 @@ func (w *worker) handle(r *request) map[string]any {
 		if err := w.cl.BeginTransaction(); err != nil {
 			return failure(describe(err))
 		}
-		w.producedTxn = false
+		w.producedTxn, w.inTxn, w.txnRead = false, true, false
 		return success()
 	case "send_offsets":
 		return w.sendOffsets(r)
@@ -116,6 +137,10 @@ func (w *worker) handle(r *request) map[string]any {
 		return w.endTxn(r, kgo.TryCommit)
 	case "abort":
 		return w.endTxn(r, kgo.TryAbort)
+	case "subscribe":
+		return w.subscribe(r)
+	case "commit_offsets":
+		return w.commitOffsets(r)
 	case "assign":
 		return w.assign(r)
 	case "seek":
@@ -140,7 +165,7 @@ func (w *worker) open(r *request) map[string]any {
 	if w.cl != nil {
 		return failure(errRecord{Name: "BadRequest", Message: "already open"})
 	}
-	opts, err := options(r)
+	opts, err := options(w, r)
 	if err != nil {
 		return failure(errRecord{Name: "BadSettings", Message: err.Error(), Fatal: true})
 	}
@@ -149,7 +174,10 @@ func (w *worker) open(r *request) map[string]any {
 		return failure(errRecord{Name: "BadSettings", Message: err.Error(), Fatal: true})
 	}
 	w.cl, w.producer, w.consumer, w.txn, w.txnName = cl, r.Producer, r.Consumer, r.TxnID != "", r.TxnID
+	w.mu.Lock()
 	w.assigned, w.position = map[tp]bool{}, map[tp]int64{}
+	w.mu.Unlock()
+	w.group, w.topics = r.Group != "" && r.Consumer, map[string]bool{}
 	reply := success()
 	if w.txn {
 		// Initialise the producer id now: this fences a predecessor with the same
@@ -218,6 +246,11 @@ func (w *worker) fetch(r *request) map[string]any {
 	if !w.consumer {
 		return failure(errRecord{Name: "NoConsumer", Message: "opened without a consumer"})
 	}
+	if w.group && !(w.inTxn && w.txnRead) {
+		// rebalances wait while this member holds records it polled, until the
+		// transaction that read them ends (group.go)
+		w.cl.AllowRebalance()
+	}
 	ctx, cancel := w.ctx(r.TimeoutMs)
 	fs := w.cl.PollRecords(ctx, r.Max)
 	cancel()
@@ -235,6 +268,8 @@ func (w *worker) fetch(r *request) map[string]any {
 		}
 		events = append(events, e)
 	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	fs.EachRecord(func(rec *kgo.Record) {
 		k := tp{rec.Topic, rec.Partition}
 		if !w.assigned[k] {
@@ -250,6 +285,9 @@ func (w *worker) fetch(r *request) map[string]any {
 		}
 		records = append(records, []any{rec.Topic, rec.Partition, rec.Offset, v})
 	})
+	if w.inTxn && len(records) > 0 {
+		w.txnRead = true
+	}
 	reply := success()
 	reply["records"], reply["errors"] = records, events
 	return reply
@@ -291,6 +329,12 @@ func (w *worker) sendOffsets(r *request) map[string]any {
 	commit := kmsg.NewPtrTxnOffsetCommitRequest()
 	commit.TransactionalID, commit.Group = w.txnID(), r.Group
 	commit.ProducerID, commit.ProducerEpoch, commit.Generation = id, epoch, -1
+	if w.group {
+		// the member's generation the records were read in (rebalances wait until the
+		// transaction ends): a zombie of an older generation is refused by the broker
+		member, gen := w.cl.GroupMetadata()
+		commit.MemberID, commit.Generation = member, gen
+	}
 	byTopic := map[string]int{}
 	for _, o := range r.Offsets {
 		i, ok := byTopic[o.Topic]
@@ -324,6 +368,7 @@ func (w *worker) txnID() string { return w.txnName }
 func (w *worker) endTxn(r *request, how kgo.TransactionEndTry) map[string]any {
 	ctx, cancel := w.ctx(r.TimeoutMs)
 	defer cancel()
+	w.inTxn = false // whatever the outcome: a failed end retires the process
 	if how == kgo.TryAbort {
 		if err := w.cl.AbortBufferedRecords(ctx); err != nil {
 			return failure(describe(err))
@@ -340,10 +385,15 @@ func (w *worker) assign(r *request) map[string]any {
 	if !w.consumer {
 		return failure(errRecord{Name: "NoConsumer", Message: "opened without a consumer"})
 	}
+	if w.group {
+		return failure(errRecord{Name: "GroupConsumer", Message: "assign: this consumer subscribed (its group assigns)", Refused: true})
+	}
 	want := map[tp]int64{}
 	for _, o := range r.Offsets {
 		want[tp{o.Topic, o.Partition}] = o.Offset
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	drop := map[string][]int32{}
 	for k := range w.assigned {
 		if _, ok := want[k]; !ok {
@@ -383,9 +433,11 @@ func (w *worker) assign(r *request) map[string]any {
 
 func (w *worker) seek(r *request) map[string]any {
 	set := map[string]map[int32]kgo.EpochOffset{}
+	w.mu.Lock()
 	for _, o := range r.Offsets {
 		k := tp{o.Topic, o.Partition}
 		if !w.assigned[k] {
+			w.mu.Unlock()
 			return failure(errRecord{Name: "NotAssigned", Message: fmt.Sprintf("seek %s/%d: not assigned", o.Topic, o.Partition)})
 		}
 		if set[o.Topic] == nil {
@@ -394,6 +446,8 @@ func (w *worker) seek(r *request) map[string]any {
 		set[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o.Offset}
 		w.position[k] = o.Offset
 	}
+	// not under mu: a group's SetOffsets may wait for a rebalance callback, which takes mu
+	w.mu.Unlock()
 	w.cl.SetOffsets(set)
 	return success()
 }
@@ -401,6 +455,8 @@ func (w *worker) seek(r *request) map[string]any {
 // positions: the next offset per partition (past records and transaction markers
 // the consumer returned or skipped), -1 when unknown.
 func (w *worker) positions(r *request) map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	out := make([]tpOffset, 0, len(r.Offsets))
 	for _, o := range r.Offsets {
 		k := tp{o.Topic, o.Partition}
@@ -428,7 +484,13 @@ func (w *worker) shutdown(graceful bool, timeoutMs ...int) {
 		_ = w.cl.Flush(ctx)
 		cancel()
 	}
-	w.cl.Close()
+	if w.group {
+		// leaves the group (its partitions move at once); plain Close would wait forever
+		// for a rebalance this member blocks by holding polled records
+		w.cl.CloseAllowingRebalance()
+	} else {
+		w.cl.Close()
+	}
 	w.cl = nil
 }
 

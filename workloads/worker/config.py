@@ -81,6 +81,15 @@ JAVA_CONSUMER_CONFIG: dict[str, Any] = {
     "request.timeout.ms": 5000,
     "default.api.timeout.ms": 10000,
 }
+# A group consumer's settings (`--sub-via subscribe`, the copy workload's copiers): the
+# confluent driver's choices, so that a crashed member leaves the group within seconds
+# (franz-go's and kafka-clients' default session timeout is 45 s); max.poll.interval.ms
+# is kafka-clients' rebalance timeout, which the franz worker maps to franz-go's.
+GROUP_CONSUMER_CONFIG: dict[str, Any] = {
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 1000,
+    "max.poll.interval.ms": 60000,
+}
 # worker -> (producer defaults, transactional producer additions, consumer defaults)
 DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "franz": (FRANZ_PRODUCER_CONFIG, FRANZ_TXN_PRODUCER_CONFIG, FRANZ_CONSUMER_CONFIG),
@@ -121,6 +130,8 @@ class WorkerConfig(DriverConfig):
 
     def consumer_config(self) -> dict[str, Any]:
         c = dict(DEFAULTS[self.worker][2])
+        if self.sub_via == "subscribe":
+            c.update(GROUP_CONSUMER_CONFIG)
         c.update(self.consumer_overrides)
         c["bootstrap.servers"] = self.bootstrap
         c["group.id"] = self.group_id

@@ -10,6 +10,7 @@ and an abrupt close *is* a crash: the worker gets SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -100,6 +101,13 @@ class WorkerDriver(OpDriver):
         self._produce_ok = produce
         self._op = 0  # tag of the current op's sends (a late report of an older op is ignored)
         self._results: list[Any] | None = None
+        # subscribe mode: the consumer joins the run's group, and the keys the group gave
+        # it are what the worker's rebalance events said (see _rebalanced)
+        self._subscribe = consume and cfg.sub_via == "subscribe"
+        self._group_keys: set[int] = set()
+        # events a `subscribe` reply carried: reported by the next op that reads (the
+        # subscribe op's completion has no rebalance_log, and an op starts a fresh one)
+        self._carried: list[dict[str, Any]] = []
         name = f"{cfg.worker}-p{process}"
         if spares is not None and program is None:
             self.worker = spares.take(name)
@@ -115,6 +123,7 @@ class WorkerDriver(OpDriver):
                     "txn_id": txn_id,
                     "producer": produce,
                     "consumer": consume,
+                    "group": cfg.group_id if self._subscribe else "",
                     "settings": cfg.settings(produce, consume),
                 },
                 cfg.init_timeout_s,
@@ -132,10 +141,34 @@ class WorkerDriver(OpDriver):
             reply = self.worker.request(call, {**args, "timeout_ms": int(budget_s * 1000)}, dl)
         finally:
             self.observed.timed(call, time.monotonic() - t0)
+        events = reply.get("rebalance")
+        if events:
+            self._rebalanced(events)
         if not reply.get("ok"):
             raise WorkerError(reply.get("error") or {"name": "WorkerError", "message": "no error"})
         self.observed.note(reply)
         return reply
+
+    def _rebalanced(self, events: Any) -> None:
+        """The group's assignment changed (a reply's `rebalance` events, in order): note
+        it for the op's completion (rebalance_log) and forget the moved keys' positions."""
+        for ev in events if isinstance(events, list) else []:
+            kind = ev.get("type") if isinstance(ev, dict) else None
+            if kind not in ("assigned", "revoked", "lost"):
+                continue
+            keys = []
+            for p in ev.get("partitions") or []:
+                try:
+                    keys.append(self.cfg.keys.key_of(p["topic"], int(p["partition"])))
+                except (KeyError, TypeError, ValueError):
+                    continue  # not one of the run's keys
+            keys.sort()
+            if kind == "assigned":
+                self._group_keys.update(keys)
+                self.reads.rebalanced("assigned", keys)
+            else:  # lost is a revocation the member learnt of late (as confluent's on_lost)
+                self._group_keys.difference_update(keys)
+                self.reads.rebalanced("revoked", keys)
 
     # -------------------------------------------------------------------- public API
     def assign(self, keys: Sequence[int], from_beginning: bool = False) -> Completion:
@@ -144,6 +177,17 @@ class WorkerDriver(OpDriver):
             if from_beginning:
                 self._assign_at([(k, 0) for k in keys])
                 self.reads.assigned_to(keys, {})
+            elif self._subscribe:
+                # the group assigns partitions of these topics; which ones arrives later,
+                # as rebalance events in the replies (mostly a fetch's)
+                self.reads.rebalance_log = []
+                try:
+                    self._call(
+                        "subscribe", {"topics": self.cfg.keys.topics(keys)}, self.cfg.op_timeout_s
+                    )
+                finally:
+                    self._carried += self.reads.rebalance_log
+                    self.reads.rebalance_log = []
             else:
                 plan, pos = self.reads.assign_plan(keys)
                 self._assign_at(plan)
@@ -214,6 +258,9 @@ class WorkerDriver(OpDriver):
                 return unreported
 
     def _fetch(self) -> tuple[list[Fetched], list[Any]]:
+        if self._carried:
+            self.reads.rebalance_log[:0] = self._carried
+            self._carried = []
         reply = self._call("fetch", {"max": self.cfg.max_poll_records}, self.cfg.poll_ms / 1000.0)
         records: list[Fetched] = [
             (t, int(p), int(o), None if v is None else str(v).encode())
@@ -223,12 +270,22 @@ class WorkerDriver(OpDriver):
         return records, events
 
     def _commit_progress(self, last: Last) -> None:
-        """Only subscribe mode commits progress, and worker drivers assign (see options)."""
+        """Subscribe mode without transactions: tell the group how far this consumer read,
+        asynchronously and best effort (the next member a key moves to starts there)."""
+        offsets = [{"topic": t, "partition": p, "offset": o + 1} for (t, p), o in last.items()]
+        # (a worker killed for not answering shows at the next call, which retires it)
+        with contextlib.suppress(WorkerError, CallTimeout):
+            self._call("commit_offsets", {"offsets": offsets}, self.cfg.op_timeout_s)
 
     def _begin(self) -> None:
         self._call("begin", {}, self.cfg.op_timeout_s)
 
     def _send_offsets(self, last: Last, budget_s: float) -> None:
+        moved = revoked_in_op(self.reads.rebalance_log, self.cfg.keys, last)
+        if moved:
+            # The group took keys this transaction read away from this member during the
+            # op: committing their offsets would move another member's position.
+            raise WorkerError(revoked_failure(moved))
         offsets = [{"topic": t, "partition": p, "offset": o + 1} for (t, p), o in last.items()]
         self._call("send_offsets", {"group": self.cfg.group_id, "offsets": offsets}, budget_s)
 
@@ -248,6 +305,8 @@ class WorkerDriver(OpDriver):
         self._call("seek", {"offsets": self._tps([(key, offset)])}, self.cfg.op_timeout_s)
 
     def _current_keys(self) -> list[int]:
+        if self._subscribe:
+            return sorted(self._group_keys)
         return list(self.reads.assigned)
 
     def _call_errors(self) -> tuple[type[BaseException], ...]:
@@ -260,6 +319,28 @@ class WorkerDriver(OpDriver):
             tp = self.cfg.keys.tp(k)
             out.append({"topic": tp.topic, "partition": tp.partition, "offset": off})
         return out
+
+
+def revoked_in_op(log: Sequence[dict[str, Any]], keys: KeyMap, last: Last) -> list[int]:
+    """The keys an op read (`last`) that a rebalance event of the op (`log`) revoked."""
+    revoked = {k for ev in log if ev.get("type") == "revoked" for k in ev.get("keys", [])}
+    read = set()
+    for t, p in last:
+        try:
+            read.add(keys.key_of(t, p))
+        except KeyError:
+            continue
+    return sorted(revoked & read)
+
+
+def revoked_failure(moved: list[int]) -> dict[str, Any]:
+    """Why a transaction is aborted instead of committing its offsets (see _send_offsets)."""
+    return {
+        "name": "RevokedInTransaction",
+        "message": f"keys {moved} were revoked from this consumer while the transaction read"
+        " them; their offsets are not committed and the transaction is aborted",
+        "txn_requires_abort": True,
+    }
 
 
 def spares_for(worker: str) -> Spares | None:

@@ -8,7 +8,10 @@ Behaviour is scripted through the environment:
 * FAKE_FAIL: ``call=NAME`` pairs (comma-separated): that call answers an error record named NAME;
 * FAKE_FAIL_SEND: an error name every send's delivery report carries;
 * FAKE_HANG: a call that never answers; FAKE_DIE: a call on which the worker exits;
-* FAKE_TXN_PROTOCOL: what `begin` and `commit` say of the transaction protocol ("v2").
+* FAKE_TXN_PROTOCOL: what `begin` and `commit` say of the transaction protocol ("v2");
+* subscribe mode: `subscribe` assigns partitions 0..FAKE_PARTITIONS-1 (default 4) of each
+  topic at offset 0, reported as a rebalance event of its reply; FAKE_REVOKE_ON_FETCH=N:
+  the N-th fetch revokes every assigned partition first (an event of its reply).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ def main() -> None:
     logs: dict[tuple[str, int], list[str]] = {}
     pos: dict[tuple[str, int], int] = {}
     pending: list[dict[str, Any]] = []
+    partitions = int(os.environ.get("FAKE_PARTITIONS", "4"))
+    revoke_on = int(os.environ.get("FAKE_REVOKE_ON_FETCH", "0"))
+    fetches = 0
     for line in sys.stdin:
         req = json.loads(line)
         call = req["call"]
@@ -64,7 +70,16 @@ def main() -> None:
         elif call == "seek":
             for o in req["offsets"]:
                 pos[(o["topic"], o["partition"])] = o["offset"]
+        elif call == "subscribe":
+            parts = [{"topic": t, "partition": p} for t in req["topics"] for p in range(partitions)]
+            pos = {(o["topic"], o["partition"]): 0 for o in parts}
+            reply["rebalance"] = [{"type": "assigned", "partitions": parts}]
         elif call == "fetch":
+            fetches += 1
+            if fetches == revoke_on:
+                parts = [{"topic": t, "partition": p} for t, p in sorted(pos)]
+                reply["rebalance"] = [{"type": "revoked", "partitions": parts}]
+                pos = {}
             recs = []
             for (t, p), off in sorted(pos.items()):
                 for o, v in enumerate(logs.get((t, p), [])[off:], start=off):

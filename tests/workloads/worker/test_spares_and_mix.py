@@ -157,7 +157,7 @@ def test_a_mix_opens_each_process_with_its_slots_driver_and_says_which(
 def test_a_mix_is_checked_like_one_driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown driver 'kcat'"):
         check_driver(QueueOptions(driver_mix=("confluent", "kcat")))
-    with pytest.raises(ValueError, match="java driver assigns"):
+    with pytest.raises(ValueError, match="driver-mix with --sub-via subscribe is not supported"):
         mixed(monkeypatch, tmp_path, sub_via="subscribe")
     monkeypatch.setenv("KTRIAL_WORKER_JAVA", str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="Maven"):

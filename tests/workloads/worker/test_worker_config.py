@@ -8,6 +8,7 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 from ktrial.workloads.confluent import library_version as confluent_version
+from ktrial.workloads.copy import CopyOptions, CopyWorkload
 from ktrial.workloads.driver import KeyMap, TopicPartition
 from ktrial.workloads.options import CommonOptions, workload_options
 from ktrial.workloads.queue import QueueOptions, QueueWorkload
@@ -89,11 +90,17 @@ def test_drivers_the_queue_cannot_run_are_refused(
     monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(fake_program(tmp_path)))
     with pytest.raises(ValueError, match="unknown driver"):
         QueueWorkload(QueueOptions(driver="kcat"), 1)
-    with pytest.raises(ValueError, match="subscribe needs --driver confluent"):
-        QueueWorkload(QueueOptions(driver="franz", sub_via="subscribe"), 1)
+    # a worker driver subscribes (its own group consumer), a mix of clients does not
+    QueueWorkload(QueueOptions(driver="franz", sub_via="subscribe"), 1)
+    with pytest.raises(ValueError, match="driver-mix with --sub-via subscribe"):
+        QueueWorkload(QueueOptions(driver_mix=("franz", "confluent"), sub_via="subscribe"), 1)
     monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(tmp_path / "gone"))
     with pytest.raises(ValueError, match="not built"):
         QueueWorkload(QueueOptions(driver="franz"), 1)
+    with pytest.raises(ValueError, match="not built"):  # copy too, before any broker
+        CopyWorkload(CopyOptions(driver="franz"), 1)
+    with pytest.raises(ValueError, match="unknown driver"):
+        CopyWorkload(CopyOptions(driver="kcat"), 1)
 
 
 def test_library_versions() -> None:
@@ -103,8 +110,35 @@ def test_library_versions() -> None:
     assert ck.libversion()[0] in text
 
 
-@pytest.mark.parametrize("workload", ["copy", "txn-cost"])
-def test_other_workloads_refuse_a_worker_driver(workload: str) -> None:
-    with pytest.raises(ValueError, match="runs the queue workload only"):
-        workload_options(workload, driver="franz")
+def test_txn_cost_refuses_a_worker_driver_and_copy_takes_it() -> None:
+    with pytest.raises(ValueError, match="runs the queue and copy workloads only"):
+        workload_options("txn-cost", driver="franz")
     CommonOptions(driver="confluent").refuse_queue_only()  # the default: no refusal
+    assert workload_options("copy", driver="java") == {"driver": "java"}
+    assert workload_options("copy", driver="java", concurrency=2) == {
+        "driver": "java",
+        "copiers": 2,
+    }
+    with pytest.raises(ValueError, match="--sub-via apply to the queue"):
+        workload_options("copy", driver="franz", sub_via="subscribe")
+
+
+@pytest.mark.parametrize("worker", ["franz", "java"])
+def test_a_group_consumer_gets_short_session_settings(worker: str) -> None:
+    """Subscribe mode (and copy's copiers): a crashed member must leave within seconds,
+    not the clients' default 45 s; assign mode sends no group settings at all."""
+    cfg = WorkerConfig(bootstrap="b:1", keys=KEYS, group_id="g", worker=worker)
+    assert "session.timeout.ms" not in cfg.consumer_config()
+    sub = WorkerConfig(
+        bootstrap="b:1",
+        keys=KEYS,
+        group_id="g",
+        worker=worker,
+        sub_via="subscribe",
+        consumer_overrides={"session.timeout.ms": 10000},
+    )
+    c = sub.consumer_config()
+    assert c["session.timeout.ms"] == 10000 and c["heartbeat.interval.ms"] == 1000
+    assert c["max.poll.interval.ms"] == 60000
+    assert "group.id" not in sub.settings(False, True)  # a field of open, not a setting
+    assert "session.timeout.ms" not in sub.settings(True, False)  # producers: no group

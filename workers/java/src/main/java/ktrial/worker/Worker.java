@@ -5,6 +5,7 @@ import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -18,6 +19,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -32,7 +34,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
 /**
  * One worker's clients and calls (docs/drivers.md, "Calls"). A KafkaProducer and a
  * KafkaConsumer (kafka-clients has no client that does both); the consumer is groupless
- * (assign + seek), read_committed. Every call runs on one thread (the consumer is not
+ * (assign + seek), or in subscribe mode a member of the run's group, read_committed. Every
+ * call runs on one thread (the consumer is not
  * thread-safe) and the reader waits for it at most {@code timeout_ms}: a call that blocks
  * longer (commitTransaction, initTransactions and a send waiting for metadata block up to
  * max.block.ms) is answered with a {@code Timeout} error record and left to finish; ktrial
@@ -59,8 +62,29 @@ final class Worker {
   private int outstanding;
   private boolean inSend; // true while send() runs on the call thread
 
+  // the partitions consumed: set by assign, or by the group's rebalance callbacks (which
+  // kafka-clients runs inside poll, on the call thread) in subscribe mode
   private final Set<TopicPartition> assigned = new HashSet<>();
   private final ArrayDeque<ConsumerRecord<String, String>> buffered = new ArrayDeque<>();
+  private boolean group; // a group consumer (subscribe mode)
+  // assignment changes not yet reported; the next reply carries them as "rebalance"
+  private final List<Object> events = new ArrayList<>();
+  private final ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
+    @Override
+    public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+      rebalanced("revoked", parts);
+    }
+
+    @Override
+    public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+      rebalanced("assigned", parts);
+    }
+
+    @Override
+    public void onPartitionsLost(Collection<TopicPartition> parts) {
+      rebalanced("lost", parts);
+    }
+  };
 
   // kafka-clients' transaction manager, read for what only it knows (fatal/abortable
   // state, the producer id, whether transactions v2 is in use). Null when unreadable.
@@ -94,7 +118,19 @@ final class Worker {
   }
 
   // ------------------------------------------------------------------ dispatch
+  /** One request's reply, with the group's assignment changes since the last reply. */
   Map<String, Object> handle(String call, Map<String, Object> r) {
+    Map<String, Object> reply = answer(call, r);
+    synchronized (events) {
+      if (!events.isEmpty()) {
+        reply.put("rebalance", new ArrayList<>(events));
+        events.clear();
+      }
+    }
+    return reply;
+  }
+
+  private Map<String, Object> answer(String call, Map<String, Object> r) {
     long timeoutMs = Math.max(1, num(r.get("timeout_ms"), 10000));
     if (!call.equals("open") && producer == null && consumer == null) {
       return failure(error("NotOpen", "the first call must be open", true));
@@ -158,6 +194,10 @@ final class Worker {
         needProducer();
         producer.abortTransaction();
         return success();
+      case "subscribe":
+        return subscribe(r);
+      case "commit_offsets":
+        return commitOffsets(r);
       case "assign":
         return assign(r);
       case "seek":
@@ -191,6 +231,7 @@ final class Worker {
     boolean wantConsumer = Boolean.TRUE.equals(r.get("consumer"));
     String clientId = str(r.get("client_id"));
     String txnId = str(r.get("txn_id"));
+    String groupId = str(r.get("group"));
     Properties pp = new Properties();
     Properties cp = new Properties();
     Object s = r.get("settings");
@@ -245,6 +286,10 @@ final class Worker {
         cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG,
             StringDeserializer.class.getName());
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        if (!groupId.isEmpty()) {
+          cp.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+          group = true;
+        }
         consumer = new KafkaConsumer<>(cp);
       }
     } catch (org.apache.kafka.common.config.ConfigException e) {
@@ -383,9 +428,12 @@ final class Worker {
       offsets.put(new TopicPartition(str(m.get("topic")), (int) num(m.get("partition"), 0)),
           new OffsetAndMetadata(num(m.get("offset"), 0)));
     }
-    // A groupless consumer: the group's metadata is its id alone (generation -1), as
-    // librdkafka and the franz worker send for an assigned consumer.
-    producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(str(r.get("group"))));
+    // A group consumer commits with its own metadata (member id, generation: the broker
+    // refuses a zombie of an older generation); a groupless one with the group's id alone
+    // (generation -1), as librdkafka and the franz worker send for an assigned consumer.
+    ConsumerGroupMetadata meta = group && consumer != null ? consumer.groupMetadata()
+        : new ConsumerGroupMetadata(str(r.get("group")));
+    producer.sendOffsetsToTransaction(offsets, meta);
     return success();
   }
 
@@ -428,10 +476,76 @@ final class Worker {
     return out;
   }
 
+  // ------------------------------------------------------------------ subscribe mode
+  /** Consume these topics as a member of the group, which assigns the partitions. */
+  private Map<String, Object> subscribe(Map<String, Object> r) {
+    if (consumer == null || !group) {
+      Map<String, Object> e = error("NotGroupConsumer",
+          "subscribe needs a consumer opened with a group", false);
+      e.put("refused", true);
+      return failure(e);
+    }
+    List<String> topics = new ArrayList<>();
+    for (Object t : list(r.get("topics"))) {
+      topics.add(str(t));
+    }
+    consumer.subscribe(topics, listener); // the rebalance happens in the next polls
+    return success();
+  }
+
+  /** Commit consumer offsets for the group outside any transaction, asynchronously. */
+  private Map<String, Object> commitOffsets(Map<String, Object> r) {
+    if (consumer == null || !group) {
+      Map<String, Object> e = error("NotGroupConsumer", "commit_offsets needs a group consumer",
+          false);
+      e.put("refused", true);
+      return failure(e);
+    }
+    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+    for (Map.Entry<TopicPartition, Long> e : offsets(r).entrySet()) {
+      offsets.put(e.getKey(), new OffsetAndMetadata(e.getValue()));
+    }
+    consumer.commitAsync(offsets, (o, e) -> { }); // best effort: its outcome is not needed
+    return success();
+  }
+
+  /** A rebalance callback (inside poll, on the call thread): note it, keep the view. */
+  private void rebalanced(String kind, Collection<TopicPartition> parts) {
+    if (parts.isEmpty()) {
+      return; // kafka-clients calls back with nothing at many rebalances
+    }
+    List<Object> ps = new ArrayList<>();
+    for (TopicPartition tp : parts) {
+      if (kind.equals("assigned")) {
+        assigned.add(tp);
+      } else {
+        assigned.remove(tp);
+      }
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("topic", tp.topic());
+      m.put("partition", (long) tp.partition());
+      ps.add(m);
+    }
+    // records kept from an earlier poll of a partition that moved are not ours to return
+    buffered.removeIf(rec -> parts.contains(new TopicPartition(rec.topic(), rec.partition())));
+    Map<String, Object> ev = new LinkedHashMap<>();
+    ev.put("type", kind);
+    ev.put("partitions", ps);
+    synchronized (events) {
+      events.add(ev);
+    }
+  }
+
   /** Consume exactly these partitions, each from its offset. */
   private Map<String, Object> assign(Map<String, Object> r) {
     if (consumer == null) {
       return failure(error("NoConsumer", "opened without a consumer", false));
+    }
+    if (group) {
+      Map<String, Object> e = error("GroupConsumer",
+          "assign: this consumer subscribed (its group assigns)", false);
+      e.put("refused", true);
+      return failure(e);
     }
     Map<TopicPartition, Long> want = offsets(r);
     consumer.assign(want.keySet());
@@ -496,7 +610,8 @@ final class Worker {
     Duration d = Duration.ofMillis(Math.max(0, timeoutMs));
     try {
       if (consumer != null) {
-        consumer.close(Duration.ZERO);
+        // a member leaves its group on close, so its partitions move at once
+        consumer.close(group ? Duration.ofMillis(Math.min(timeoutMs, 2000)) : Duration.ZERO);
       }
     } catch (RuntimeException e) {
       // closing is best effort
