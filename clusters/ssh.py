@@ -11,9 +11,10 @@ connection (clusters/sshconn.py):
 - a memory cgroup ``ktrial-<runid>-n<i>`` at the root of its memory hierarchy;
 - the broker, started detached in its own session with ``KTRIAL_RUN=<runid>``.
 
-Faults act through the node: `exec` runs iptables on the host (the nemesis tags its
-rules as on the local backend), kill/stop/pause signal the broker's pid (re-checked to
-be ours each time), memory pressure squeezes the node's cgroup and runs a balloon
+Faults act through the node, one SSH round trip per host and step: `exec_many` runs a
+step's iptables commands on the host at once (the nemesis tags its rules as on the local
+backend), kill/stop/pause find, check (the run marker) and signal the broker's pid in
+one script, memory pressure squeezes the node's cgroup and runs a balloon
 there, node stats are read from the host's /proc. Teardown undoes all of it; what a
 killed ktrial leaves, ``ktrial cluster clean --cluster ssh --node ...`` removes
 (clusters/sshclean.py). A host that stops answering is retried with backoff; each
@@ -28,6 +29,7 @@ import hashlib
 import io
 import logging
 import os
+import secrets
 import shlex
 import signal
 import socket
@@ -63,6 +65,9 @@ PORTS = Ports(client=9092, replication=9093, controller=9094)
 F_UNREACHABLE = "node-unreachable"
 F_REACHABLE = "node-reachable"
 F_HARNESS_ERROR = "harness-error"
+# a node's state seen this recently answers the next process_state() (ensure_running
+# asks is_running() and then process_state(): one round trip, not two)
+STATE_REUSE_S = 0.5
 
 
 # ---------------------------------------------------------------- program upload (pure-ish)
@@ -135,7 +140,9 @@ class SshNode(BrokerNode):
         self._init_node(cluster, index, address, PORTS, Path(work_dir))
         self.ssh = host
         self.cgroup_path: str | None = None
+        self._cg: R.RemoteMemoryCgroup | None = None  # made once the cgroup is
         self._pid: int | None = None
+        self._seen: tuple[float, tuple[int, str] | None] | None = None  # (when, _status())
         self._frozen = False
 
     def __repr__(self) -> str:
@@ -147,11 +154,16 @@ class SshNode(BrokerNode):
         return self.ssh.out(body, timeout=timeout, check=check, what=f"{self.name}: {what}")
 
     def _status(self) -> tuple[int, str] | None:
-        out = self._run(R.status_script(str(self.work_dir), self.cluster.run_id), "status").split()
-        if len(out) == 2 and out[0].isdigit():
-            self._pid = int(out[0])
-            return int(out[0]), out[1]
-        return None
+        """The broker's pid and state (T once every thread stopped), None when it does not
+        run: one round trip. Kept for a `process_state()` right after (ensure_running
+        asks whether it runs, then whether it is paused) unless this node acted since."""
+        st = R.parse_pid_state(
+            self._run(R.node_state_script(str(self.work_dir), self.cluster.run_id), "state")
+        )
+        if st is not None:
+            self._pid = st[0]
+        self._seen = (time.monotonic(), st)
+        return st
 
     # ------------------------------------------------------------ introspection
 
@@ -172,18 +184,23 @@ class SshNode(BrokerNode):
         return self._status() is not None
 
     def process_state(self) -> str | None:
-        """The broker's state letter on its host (T: every thread stopped), None if gone."""
-        st = self._status()
+        """The broker's state letter on its host (T: every thread stopped), None if gone:
+        what `is_running()` saw less than STATE_REUSE_S ago, else asked again."""
+        st = self._recent()
         if st is None:
             return None
-        if st[1] in ("T", "t"):
-            return "T"
-        stopped = self.ssh.run(R.stopped_script(st[0]), check=False).returncode == 0
-        return "T" if stopped else st[1]
+        return "T" if st[1] in ("T", "t") else st[1]
+
+    def _recent(self) -> tuple[int, str] | None:
+        """`_status()` as seen less than STATE_REUSE_S ago with no action since, else now."""
+        seen = self._seen
+        if seen is not None and time.monotonic() - seen[0] < STATE_REUSE_S:
+            return seen[1]
+        return self._status()
 
     @property
     def paused(self) -> bool:
-        return self._paused and self.is_running()
+        return self._paused and self._recent() is not None
 
     def is_frozen(self) -> bool:
         """Whether the last pause reached every thread (pause waits for it on the host)."""
@@ -203,6 +220,10 @@ class SshNode(BrokerNode):
 
     def write_files(self) -> None:
         """The system's files of this node, written into its run directory on the host."""
+        wd = shlex.quote(str(self.work_dir))
+        self.ssh.run(f"mkdir -p {wd} && tar -C {wd} -xf -", input=self._files_tar(), what="files")
+
+    def _files_tar(self) -> bytes:
         c = self.cluster
         files = c.system.node_files(
             self.nodeaddr(), [n.nodeaddr() for n in c.nodes], self.paths(), self.advertised_client()
@@ -214,15 +235,13 @@ class SshNode(BrokerNode):
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
                 tar.addfile(info, io.BytesIO(data))
-        wd = shlex.quote(str(self.work_dir))
-        self.ssh.run(f"mkdir -p {wd} && tar -C {wd} -xf -", input=buf.getvalue(), what="files")
+        return buf.getvalue()
 
     def start(self) -> None:
-        if self.is_running():
-            raise NodeStateError(f"{self.name} is already running (pid {self._pid})")
-        self.write_files()
+        """Write the node's files and start its broker: one round trip."""
+        self._seen = None
         cmd = self.cluster.system.run_command(self.paths(), self.cluster.run_id, self.name)
-        out = self._run(
+        proc = self.ssh.run(
             R.start_script(
                 str(self.work_dir),
                 str(self.stdout_path),
@@ -230,51 +249,73 @@ class SshNode(BrokerNode):
                 self.cluster.run_id,
                 self.name,
                 self.cgroup_path,
+                unpack=True,
             ),
-            "start",
-        ).split()
+            input=self._files_tar(),
+            check=False,
+            what=f"{self.name}: start",
+        )
+        out = proc.stdout.decode(errors="replace").split()
+        if proc.returncode == R.ALREADY_RUNNING:
+            raise NodeStateError(f"{self.name} is already running (pid {out[-1]})")
+        if proc.returncode != 0:
+            raise RemoteError(
+                self.ssh.name, f"{self.name}: start", proc.returncode, proc.stderr.decode()
+            )
         self._pid = int(out[-1]) if out and out[-1].isdigit() else None
         self._paused = False
         log.info("started %s on %s pid %s", self.name, self.ssh.name, self._pid)
         self.cluster.save_state()
 
-    def _signal(self, sig: str, wait: str = "", timeout: float = 30.0) -> bool:
-        """Signal the broker if it runs; True if `wait` was reached (or nothing to wait for)."""
-        st = self._status()
-        if st is None:
-            return True
+    def _signal(
+        self, sig: str, wait: str = "", timeout: float = 30.0, cont_first: bool = False
+    ) -> bool | None:
+        """Signal the broker if it runs, in one round trip (node_signal_script): True if
+        `wait` was reached (or nothing to wait for), False on a timeout, None if no
+        broker of this run was running."""
+        self._seen = None
         proc = self.ssh.run(
-            R.signal_script(st[0], self.cluster.run_id, sig, wait, timeout),
+            R.node_signal_script(
+                str(self.work_dir), self.cluster.run_id, sig, wait, timeout, cont_first
+            ),
             timeout=timeout + 30,
             check=False,
         )
-        if proc.returncode not in (0, 4):
+        if proc.returncode == R.NOT_RUNNING:
+            return None
+        if proc.returncode not in (0, R.TIMED_OUT):
             raise RemoteError(self.ssh.name, f"kill -{sig}", proc.returncode, proc.stderr.decode())
+        out = proc.stdout.split()
+        if out and out[0].isdigit():
+            self._pid = int(out[0])
         return proc.returncode == 0
 
     def stop(self, timeout: float = 30.0) -> None:
-        if not self.is_running():
-            return
-        if self._paused:
-            self.resume()
-        self._signal("CONT")
+        """SIGCONT (a stopped broker ignores TERM), the system's stop signal and a wait,
+        in one round trip; SIGKILL if it ignored the signal for `timeout` s."""
         sig = signal.Signals(getattr(self.cluster.system, "stop_signal", signal.SIGTERM))
-        if not self._signal(sig.name.removeprefix("SIG"), "gone", timeout):
+        done = self._signal(sig.name.removeprefix("SIG"), "gone", timeout, cont_first=True)
+        self._paused = self._frozen = False
+        if done is None:
+            return
+        if not done:
             log.warning("%s ignored %s for %.0fs; SIGKILL", self.name, sig.name, timeout)
             self.kill()
         self.cluster.save_state()
 
     def kill(self) -> None:
-        self._signal("KILL", "gone", 30)
-        self._paused = False
+        self._signal("KILL", "gone", 30, cont_first=True)
+        self._paused = self._frozen = False
         self.cluster.save_state()
 
     def pause(self) -> None:
         """SIGSTOP, and wait (up to 5 s) until every thread of the broker is stopped."""
-        if not self.is_running():
-            raise NodeStateError(f"{self.name} is not running")
         self._paused = True
-        self._frozen = self._signal("STOP", "stopped", 5.0)
+        done = self._signal("STOP", "stopped", 5.0)
+        if done is None:
+            self._paused = False
+            raise NodeStateError(f"{self.name} is not running")
+        self._frozen = done
 
     def resume(self) -> None:
         self._signal("CONT")
@@ -290,10 +331,29 @@ class SshNode(BrokerNode):
             )
         return proc.stdout.decode(errors="replace")
 
+    def exec_many(
+        self, cmds: Sequence[Sequence[str]], timeout: float = 30.0
+    ) -> list[tuple[int, str, str]]:
+        """Run each command on the node's host, one after another, in one round trip;
+        (exit status, stdout, stderr) of each (nemesis/iptables.py applies a step's
+        rules on a host this way)."""
+        if not cmds:
+            return []
+        boundary = f"ktrial-{secrets.token_hex(8)}"
+        proc = self.ssh.run(
+            R.exec_many_script(cmds, boundary), timeout=timeout + len(cmds), check=False
+        )
+        if proc.returncode != 0:
+            raise RemoteError(self.ssh.name, "commands", proc.returncode, proc.stderr.decode())
+        return R.parse_exec_many(proc.stdout.decode(errors="replace"), boundary, len(cmds))
+
     # ------------------------------------------------------------ memory (nemesis hooks)
 
     def memory_cgroup(self) -> R.RemoteMemoryCgroup | None:
-        return R.remote_cgroup(self.ssh, self.cgroup_path) if self.cgroup_path else None
+        """The node's cgroup (one object per node: its snapshot of the files is shared)."""
+        if self._cg is None and self.cgroup_path:
+            self._cg = R.remote_cgroup(self.ssh, self.cgroup_path)
+        return self._cg
 
     def start_balloon(self, nbytes: int) -> R.RemoteBalloon:
         if not self.cgroup_path:
@@ -312,12 +372,10 @@ class SshNode(BrokerNode):
         return R.RemoteBalloon(self.ssh, int(out[-1]), self.cgroup_path, self.cluster.run_id)
 
     def memory_sample(self) -> dict[str, int | None] | None:
-        """The node-stats figures of the running broker, read on its host (None: not running)."""
-        st = self._status()
-        if st is None:
-            return None
-        text = self.ssh.out(R.memory_sample_script(st[0], self.cgroup_path), timeout=30)
-        return R.parse_memory_sample(text, st[0])
+        """The node-stats figures of the running broker, read on its host in one round
+        trip (None: not running)."""
+        script = R.node_sample_script(str(self.work_dir), self.cluster.run_id, self.cgroup_path)
+        return R.parse_node_sample(self.ssh.out(script, timeout=30))
 
     def state(self) -> dict[str, Any]:
         return {
@@ -549,9 +607,10 @@ class SshCluster(OwnedCluster[SshNode]):
                 self.cgroup_problems[h.name] = "no memory cgroup hierarchy on the host"
                 return
             self._stack.callback(self._remove_cgroup, n)
-            path = h.out(R.make_cgroup_script(self.run_id, n.name), what="cgroup").strip()
-            if path:
-                n.cgroup_path = path
+            made = R.parse_cgroup(h.out(R.make_cgroup_script(self.run_id, n.name), what="cgroup"))
+            if made:
+                n.cgroup_path = made[0]
+                n._cg = R.remote_cgroup(h, made[0], made[1])
             else:
                 self.cgroup_problems[h.name] = "could not create a memory cgroup"
 
@@ -589,8 +648,7 @@ class SshCluster(OwnedCluster[SshNode]):
     def _kill_all(self) -> None:
         def kill(n: SshNode) -> None:
             try:
-                n._signal("CONT")
-                n._signal("KILL", "gone", 30)
+                n._signal("KILL", "gone", 30, cont_first=True)
             except (HostUnreachable, RemoteError) as e:
                 log.error("teardown: killing %s: %s", n.name, e)
             n._paused = False

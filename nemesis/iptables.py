@@ -14,12 +14,17 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..clusters.base import Node
 
 log = logging.getLogger("ktrial.nemesis")
+T = TypeVar("T")
+R = TypeVar("R")
 
 COMMENT_PREFIX = "ktrial-nemesis:"
 
@@ -90,12 +95,54 @@ def iptables(node: Node, action: str, rule: DropRule, check: bool = True) -> str
 
 
 def apply_rules(nodes: Mapping[str, Node], rules: Sequence[DropRule]) -> list[DropRule]:
-    """Append each rule; return the rules actually added (the caller heals those on error)."""
+    """Append each rule; return the rules actually added (the caller heals those on error).
+    A node that runs several commands in one round trip (``exec_many``: a remote host)
+    gets all its rules at once, and such hosts are served in parallel."""
     added: list[DropRule] = []
-    for r in rules:
-        iptables(nodes[r.node], "-A", r)
-        added.append(r)
+    remote: list[tuple[str, list[DropRule]]] = []
+    for name, group in _by_node(rules):
+        if _exec_many(nodes[name]) is not None:
+            remote.append((name, group))
+            continue
+        for r in group:
+            iptables(nodes[name], "-A", r)
+            added.append(r)
+
+    def add(item: tuple[str, list[DropRule]]) -> list[DropRule]:
+        name, group = item
+        many = _exec_many(nodes[name])
+        assert many is not None
+        results = many([["iptables", "-w", "-A", *r.spec()] for r in group], timeout=15.0)
+        for r, (rc, out, err) in zip(group, results, strict=True):
+            if rc != 0:
+                raise subprocess.CalledProcessError(rc, ["iptables", "-A", *r.spec()], out, err)
+        return group
+
+    for group in _each(add, remote):
+        added += group
     return added
+
+
+def _by_node(rules: Sequence[DropRule]) -> list[tuple[str, list[DropRule]]]:
+    """The rules grouped by node, in the order the nodes first appear (pure)."""
+    groups: dict[str, list[DropRule]] = {}
+    for r in rules:
+        groups.setdefault(r.node, []).append(r)
+    return list(groups.items())
+
+
+def _exec_many(node: Node) -> Callable[..., list[tuple[int, str, str]]] | None:
+    many = getattr(node, "exec_many", None)
+    return many if callable(many) else None
+
+
+def _each(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """fn over items, in parallel threads when there are several (remote hosts); the
+    first failure is raised once every call ended."""
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=len(items)) as ex:
+        return list(ex.map(fn, items))
 
 
 def tagged_rules(node: Node, prefix: str = COMMENT_PREFIX, exact: bool = False) -> list[list[str]]:
@@ -136,16 +183,44 @@ def remove_rules(nodes: Mapping[str, Node], rules: Sequence[DropRule]) -> list[s
     """Delete the given rules, then sweep anything else carrying their comments.
 
     Returns error messages instead of raising: a heal must try every node even when
-    one of them fails (e.g. its namespace is gone).
+    one of them fails (e.g. its namespace is gone). A node with ``exec_many`` (a remote
+    host) deletes its rules and lists what is left in one round trip.
     """
     errors: list[str] = []
     comments: dict[str, set[str]] = {}
     for r in rules:
         comments.setdefault(r.node, set()).add(r.comment)
+    remote: list[tuple[str, list[DropRule]]] = []
+    for name, group in _by_node(rules):
+        if _exec_many(nodes[name]) is not None:
+            remote.append((name, group))
+            continue
+        for r in group:
+            try:
+                iptables(nodes[name], "-D", r, check=False)
+            except Exception as e:  # the namespace may be gone; keep healing the others
+                errors.append(f"{r.node}: deleting {' '.join(r.spec())}: {e}")
+
+    def delete(item: tuple[str, list[DropRule]]) -> list[str]:
+        name, group = item
+        many = _exec_many(nodes[name])
+        assert many is not None
+        cmds = [["iptables", "-w", "-D", *r.spec()] for r in group]
+        tags = sorted({r.comment for r in group})
         try:
-            iptables(nodes[r.node], "-D", r, check=False)
-        except Exception as e:  # the namespace may be gone; keep healing the others
-            errors.append(f"{r.node}: deleting {' '.join(r.spec())}: {e}")
+            save = many([*cmds, ["iptables-save", "-t", "filter"]], timeout=15.0)[-1]
+            for c in tags:
+                for left in parse_tagged(save[1], c, exact=True):  # left over: delete
+                    cmd = ["iptables", "-w", "-D", *left[1:]]
+                    nodes[name].exec(cmd, check=False, timeout=15.0)
+        except Exception as e:
+            return [f"{name}: deleting the rules tagged {', '.join(tags)}: {e}"]
+        return []
+
+    for errs in _each(delete, remote):
+        errors += errs
+    for name, _ in remote:
+        comments.pop(name, None)
     for name, cs in comments.items():
         for c in cs:
             try:
