@@ -14,7 +14,13 @@ Passes, in order, repeated until a round changes nothing:
    1-minimal (for a deterministic test). The empty schedule (no fault at all) is a
    candidate like any other: a failure that needs no fault is worth knowing;
 2. **shorten** each entry's duration by halves (not below ``min_duration``), an entry
-   without a duration (to the end of the run) first to half of what is left of the run;
+   without a duration (to the end of the run) first to half of what is left of the run.
+   An entry of a family in ``Options.jump`` (the composite faults) is first tried at
+   ``min_duration`` at once: a composite runs its whole sequence (tens of seconds)
+   before its end can come, so every duration shorter than the sequence means the same
+   schedule (end as soon as the sequence is done), and halving down to it would spend
+   replays on the same schedule again and again. When that jump is rejected, halving
+   goes on as for any entry;
 3. **earlier**: shift the whole schedule so that it begins at ``min_at``, then move each
    entry halfway towards the one before it (order is kept). A moved entry keeps its
    length (one that lasted to the end of the run gets the length it had).
@@ -33,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..nemesis.composite import COMPOSITES
 from ..nemesis.schedule import ScriptEntry
 
 Entries = tuple[ScriptEntry, ...]
@@ -70,6 +77,8 @@ class Options:
     resolution: float = 1.0  # smallest change of a time worth a replay
     passes: tuple[str, ...] = PASSES
     verify: bool = True  # test the input first (a failure that does not replay is not shrunk)
+    # families whose entries are first shortened straight to min_duration (see the module)
+    jump: frozenset[str] = frozenset(COMPOSITES)
 
     def __post_init__(self) -> None:
         bad = [p for p in self.passes if p not in PASSES]
@@ -138,6 +147,14 @@ class _Shrinker:
         o = self.opts
         changed = False
         for pos in range(len(cur)):
+            i, e = cur[pos]
+            eff = effective_duration(e, o.time_limit)
+            if e.fault in o.jump and eff - o.min_duration >= o.resolution:
+                cand = list(cur)
+                cand[pos] = (i, replace(e, duration=o.min_duration))
+                if self.attempt(cand, f"shorten {_name(i, e)} to {o.min_duration:g} s"):
+                    cur, changed = cand, True
+                    continue
             while True:
                 i, e = cur[pos]
                 eff = effective_duration(e, o.time_limit)

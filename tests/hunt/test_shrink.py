@@ -19,7 +19,7 @@ from ktrial.hunt.shrink import Entries, Options, Stop, effective_duration, shrin
 from ktrial.nemesis.schedule import ScriptEntry
 
 TIME_LIMIT = 60.0
-FAULTS = ("kill", "partition", "pause", "toxic")
+FAULTS = ("kill", "partition", "pause", "toxic", "partition-then-kill")
 
 
 def entry(tag: int, at: float, fault: str = "kill", duration: float | None = 5.0) -> ScriptEntry:
@@ -150,6 +150,35 @@ def test_no_duration_means_to_the_end_and_is_shortened_from_what_is_left() -> No
     # 40 s left of the run -> 20 -> 10 -> 5 -> 2.5 -> 1.25 (1 s more would save < 1 s)
     assert e.duration == 1.25
     assert e.at == 2.0
+
+
+def test_a_composite_is_shortened_straight_to_the_minimum_in_one_step() -> None:
+    # a composite's sequence outlasts any short duration: 26 s -> 1 s is one candidate,
+    # not 13, 6.5, 3.25, 1.6 (four kept steps meaning the same schedule)
+    inp = [entry(0, 2.0, "partition-then-kill", duration=26.0)]
+    out = shrink(inp, Culprits(frozenset({0})), Options(time_limit=TIME_LIMIT))
+    (e,) = out.entries
+    assert e.duration == 1.0
+    shortened = [s for s in out.steps if s.action.startswith("shorten")]
+    assert [(s.action, s.kept) for s in shortened] == [
+        ("shorten #1 partition-then-kill to 1 s", True)
+    ]
+
+
+def test_a_composite_whose_jump_fails_is_halved_as_any_entry() -> None:
+    inp = [entry(0, 2.0, "partition-then-kill", duration=26.0)]
+    out = shrink(inp, Culprits(frozenset({0}), need_s=6.0), Options(time_limit=TIME_LIMIT))
+    (e,) = out.entries
+    assert e.duration == 6.5  # 1 (rejected), then 13, 6.5 kept, 3.25 rejected
+    tried = [s.entries[0].duration for s in out.steps if s.action.startswith("shorten")]
+    assert tried == [1.0, 13.0, 6.5, 3.25]
+
+
+def test_plain_families_are_not_jumped() -> None:
+    inp = [entry(0, 2.0, "kill", duration=8.0)]
+    out = shrink(inp, Culprits(frozenset({0})), Options(time_limit=TIME_LIMIT))
+    tried = [s.entries[0].duration for s in out.steps if s.action.startswith("shorten")]
+    assert tried == [4.0, 2.0, 1.0]
 
 
 def test_a_failure_needing_no_fault_shrinks_to_the_empty_schedule() -> None:
