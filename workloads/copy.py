@@ -46,15 +46,15 @@ from ..clusters.security import client_settings
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
 from .bounded import in_background
-from .confluent import ConfluentDriver, DriverConfig, drain_clients
+from .confluent import ConfluentDriver, DriverConfig
 from .confluent import library_version as confluent_version
+from .drainers import drain_clients_for
 from .driver import Completion, Driver, KeyMap, TopicPartition
 from .ops import OpDriver
 from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, WorkerDriver, worker_program
-from .worker import drain_clients as worker_drain_clients
 from .worker import library_version as worker_version
 from .worker.driver import ClientFacts, spares_for
 from .worker.process import Spares
@@ -398,18 +398,7 @@ class CopyWorkload:
             for t in threads:
                 t.join()
         targets = self.tracker.targets(self.keys.keys)
-        if isinstance(self.cfg, WorkerConfig):
-            readers: Any = worker_drain_clients(
-                self.cfg.worker,
-                self.cfg.bootstrap,
-                self.keys,
-                self.run_id,
-                self.cfg.consumer_overrides,
-            )
-        else:
-            readers = drain_clients(
-                self.cfg.bootstrap, self.keys, self.run_id, self.cfg.consumer_overrides
-            )
+        readers = drain_clients_for(self.cfg, self.keys, self.run_id)
         res = drain_mod.drain(recorder, readers, targets, max(5.0, deadline - time.monotonic()))
         res["started_s"] = round(started_ns / 1e9, 3)
         res["copy_caught_up"] = not behind

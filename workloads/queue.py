@@ -21,15 +21,15 @@ from ..clusters.base import Cluster
 from ..clusters.security import client_settings
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
-from .confluent import ConfluentDriver, DriverConfig, drain_clients
+from .confluent import ConfluentDriver, DriverConfig
 from .confluent import library_version as confluent_version
+from .drainers import drain_clients_for
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .generator import Generator, GenOp, GenOptions
 from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, worker_factory, worker_program
-from .worker import drain_clients as worker_drain_clients
 from .worker import library_version as worker_version
 from .worker.driver import ClientFacts, spares_for
 from .worker.process import Spares
@@ -339,18 +339,7 @@ class QueueWorkload:
         assert self.cfg is not None, "setup() first"
         targets = self.tracker.targets(self.keys.keys)
         name = mix_of(self.opts)[0]  # a mix drains with its first driver
-        if isinstance(self.cfg, WorkerConfig):
-            clients: Callable[[int], Any] = worker_drain_clients(
-                self.cfg.worker,
-                self.cfg.bootstrap,
-                self.keys,
-                self.run_id,
-                self.cfg.consumer_overrides,
-            )
-        else:
-            clients = drain_clients(
-                self.cfg.bootstrap, self.keys, self.run_id, self.cfg.consumer_overrides
-            )
+        clients = drain_clients_for(self.cfg, self.keys, self.run_id)
 
         def open_drain(process: int) -> Any:
             with self._pd_lock:
