@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from ktrial.workloads.confluent import ConfluentDriver, DriverConfig
 from ktrial.workloads.drainers import drain_clients_for
 from ktrial.workloads.driver import KeyMap, TopicPartition
