@@ -246,7 +246,9 @@ class Trial:
             setattr(cluster, "security", client)  # noqa: B010 (not in the Cluster protocol)
         if spec.use_existing_topics:
             setattr(cluster, "use_existing_topics", True)  # noqa: B010
-        plan = plan_proxies(spec.nodes) if nem_opts.needs_toxiproxy else None
+        # an external cluster's proxies are made once its brokers are known (linkfront)
+        link = nem_opts.needs_toxiproxy and cluster.kind == "external"
+        plan = plan_proxies(spec.nodes) if nem_opts.needs_toxiproxy and not link else None
         if plan is not None:
             cluster.client_advertise = plan.advertise
         if cluster.kind == "external":
@@ -266,6 +268,12 @@ class Trial:
                 ClientProxies(plan, log_path=run_dir.logs / "toxiproxy.log").attach(cluster)
             )
         cluster.wait_ready()
+        if link:
+            from .clusters.linkfront import front_external
+
+            proxies = stack.enter_context(front_external(cluster, run_dir.logs))
+            setattr(cluster, "link", proxies.metadata())  # noqa: B010 (test.json cluster)
+            self.say(f"clients redirected through Toxiproxy: {proxies.plan.ports}")
         self.say(f"cluster ready: {cluster.bootstrap_servers}")
         if self.interrupts.count:
             raise KeyboardInterrupt

@@ -14,7 +14,9 @@ and the same values are in the environment as KTRIAL_NODE, KTRIAL_NODE_ID,
 KTRIAL_HOST, KTRIAL_PORT (quote those yourself: "$KTRIAL_HOST"). A fault whose
 hooks are missing is refused before the run starts, naming the flag to add.
 Partitions, packet loss and memory pressure need access to the brokers' network and
-cgroups, and Toxiproxy needs brokers that advertise the proxies: all unavailable here.
+cgroups: unavailable here. Link faults (toxic) work through Toxiproxy listeners the
+run's own connections are redirected to (clusters/linkproxy.py), when ktrial runs as
+root with iptables.
 
 Teardown deletes the topics this run created (unless ``keep_topics``): nothing is
 left behind on somebody else's cluster.
@@ -31,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import linkproxy
 from .admin import AdminCluster
 from .base import Unsupported
 from .security import Security
@@ -49,8 +52,6 @@ NO_ACCESS = {
     "partition": "ktrial cannot reach an external cluster's network (no namespaces)",
     "loss": "ktrial cannot reach an external cluster's network (no namespaces)",
     "memory": "ktrial cannot reach an external cluster's memory cgroups",
-    "toxic": "the brokers advertise their own addresses, so clients would bypass a "
-    "Toxiproxy in front of them",
 }
 
 
@@ -152,6 +153,11 @@ class ExternalNode:
     @property
     def client_bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def direct_client(self) -> str:
+        """Where a Toxiproxy in front of this broker connects (clusters/linkproxy.py)."""
+        return self.client_bootstrap
 
     @property
     def pid(self) -> int | None:
@@ -266,7 +272,8 @@ class ExternalCluster(AdminCluster[ExternalNode]):
         self.admin_config = dict(admin_config or {})
         self.security = security or Security()
         self.created_topics: list[str] = []
-        self.client_advertise = None  # brokers advertise themselves; see NO_ACCESS["toxic"]
+        self.client_advertise = None  # brokers advertise themselves (linkproxy redirects)
+        self.link: dict[str, Any] | None = None  # the link proxies' metadata, when in front
         self.broker_versions: list[str] = []
 
     # ------------------------------------------------------------ Cluster interface
@@ -312,6 +319,9 @@ class ExternalCluster(AdminCluster[ExternalNode]):
     def unsupported_faults(self) -> dict[str, str]:
         """Fault family -> why it cannot run here (the nemesis refuses it before the run)."""
         out = dict(NO_ACCESS)
+        link = linkproxy.unavailable()
+        if link:
+            out["toxic"] = link
         for family, needed in FAMILY_HOOKS.items():
             missing = [h for h in needed if h not in self.hooks]
             if missing:
@@ -334,6 +344,7 @@ class ExternalCluster(AdminCluster[ExternalNode]):
             "hooks": dict(self.hooks),
             "broker_versions": self.broker_versions,
             "unavailable_faults": sorted(self.unsupported_faults()),
+            **({"link_proxies": self.link} if self.link else {}),
         }
 
     def collect_logs(self, dest: Path) -> None:

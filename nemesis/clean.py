@@ -8,7 +8,9 @@ by guesswork:
 * stress-ng balloons: processes whose environment has ``KTRIAL_BALLOON=<owner pid>``
   and which are stress-ng (or the ``sh`` wrapper ktrial starts it through);
 * Toxiproxy servers: processes whose environment has ``KTRIAL_TOXIPROXY=<owner pid>``
-  and which run a ``toxiproxy-server`` binary.
+  and which run a ``toxiproxy-server`` binary;
+* the redirect of an external cluster's link faults: ``nat OUTPUT`` REDIRECT rules of
+  this machine commented ``ktrial-link:<owner pid>:<owner start>`` (clusters/linkproxy.py).
 
 The owner pid must be a plain positive number: a mark with anything else was not set
 by ktrial and is ignored. A leftover goes only once its owner is dead (a process
@@ -29,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clusters import linkproxy
 from ..clusters.clean import protected_pids
 from ..clusters.state import proc_start_time
 from .iptables import COMMENT_PREFIX, parse_tagged
@@ -164,6 +167,8 @@ def find_leftovers(all: bool = False) -> list[Leftover]:
     found = find_rules(all)
     found += find_processes(BALLOON_MARK, "stress-ng balloon", is_balloon, all)
     found += find_processes(TOXIPROXY_MARK, "toxiproxy-server", is_toxiproxy, all)
+    # an external cluster's link redirect: nat rules of this machine (clusters/linkproxy.py)
+    found += [Leftover(what, remove) for what, remove in linkproxy.find_leftovers(all)]
     return found
 
 

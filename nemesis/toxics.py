@@ -101,6 +101,9 @@ class ToxicFault(FaultBase):
             proxy = proxies.proxy_for(node)
             self.applied.append(proxy)
             api.add_toxic(proxy, self.id, kind, attrs, self.stream, self.toxicity)
+        counts = _connections(proxies, chosen)
+        if counts is not None:
+            value["connections"] = counts
         self.record("toxic-on", value)
         return value
 
@@ -116,6 +119,16 @@ class ToxicFault(FaultBase):
             except (ToxiproxyError, OSError) as e:
                 errors.append(f"{proxy}: removing toxic {self.id}: {e}")
         value = {k: self.info.get(k) for k in ("toxic", "nodes", "stream")}
+        counts = _connections(self.ctx.proxies, self.info.get("nodes") or [])
+        if counts is not None:
+            value["connections"] = counts
         if errors:
             value["errors"] = errors
         self.record("toxic-off", value)
+
+
+def _connections(proxies: Any, nodes: list[str]) -> dict[str, int] | None:
+    """Client connections made through each node's proxy so far, where the proxies can
+    count them (an external cluster's link proxies: clusters/linkfront.py); else None."""
+    count = getattr(proxies, "connections", None)
+    return count(nodes) if callable(count) else None

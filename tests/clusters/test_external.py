@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ktrial.clusters import linkproxy
 from ktrial.clusters.base import Unsupported
 from ktrial.clusters.external import (
     ExternalCluster,
@@ -75,13 +76,27 @@ def test_missing_hooks_and_unreachable_faults_are_refused_by_name() -> None:
     assert "pause" not in refused
     assert refused["kill"] == "external cluster: add --hook start='COMMAND'"
     assert "--hook stop='COMMAND' --hook start='COMMAND'" in refused["restart"]
-    assert {"partition", "loss", "memory", "toxic"} <= set(refused)
+    assert {"partition", "loss", "memory"} <= set(refused)
     with pytest.raises(Unsupported, match="--hook stop="):
         ExternalNode(c, 1, "h", 1).stop()
     with pytest.raises(Unsupported, match="cannot run commands"):
         ExternalNode(c, 1, "h", 1).exec(["true"])
     with pytest.raises(ValueError, match="--bootstrap"):
         ExternalCluster("  ")
+
+
+def test_link_faults_are_refused_only_where_the_redirect_cannot_be_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c = ExternalCluster("h:1")
+    monkeypatch.setattr(linkproxy, "unavailable", lambda: None)
+    assert "toxic" not in c.unsupported_faults()
+    monkeypatch.setattr(linkproxy, "unavailable", lambda: "run ktrial as root")
+    assert c.unsupported_faults()["toxic"] == "run ktrial as root"
+    node = ExternalNode(c, 2, "b-2.example", 9096)
+    assert node.direct_client == "b-2.example:9096"  # the proxy's upstream
+    c.link = {"how": "x"}
+    assert c.metadata()["link_proxies"] == {"how": "x"}
 
 
 # --------------------------------------------------------- placeholders are shell-quoted

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from ktrial.cli import main
+from ktrial.clusters import linkproxy
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -37,8 +38,13 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     ],
 )
 def test_a_composite_the_backend_cannot_do_is_refused_up_front(
-    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # an external cluster's link proxies need root and iptables: as if they were missing
+    monkeypatch.setattr(linkproxy, "unavailable", lambda: "run ktrial as root")
     code, text = _run([*args, "--seed", "1"], capsys)
     assert code == 254, text
     assert "--nemesis" in text and message in text, text

@@ -34,6 +34,10 @@ DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "retry.backoff.max.ms": 100,
     "metadata.max.age.ms": 10000,
     "topic.metadata.refresh.interval.ms": 5000,
+    # ktrial creates its topics; a producer whose call returns after teardown (e.g. one
+    # abandoned during a reset toxic) must not create a deleted topic again on a
+    # cluster with auto.create.topics.enable (librdkafka's producer default is true).
+    "allow.auto.create.topics": False,
 }
 DEFAULT_TXN_PRODUCER_CONFIG: dict[str, Any] = {
     # librdkafka requires message.timeout.ms <= transaction.timeout.ms.
