@@ -32,7 +32,6 @@ unknown placeholders) and each problem names the file and the key.
 
 from __future__ import annotations
 
-import base64
 import re
 import secrets
 import signal
@@ -40,14 +39,13 @@ import socket
 import subprocess
 import tomllib
 import urllib.request
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .base import Unsupported
-from .kafka_config import NodeAddr, Ports
+from .kafka_config import NodeAddr, Ports, new_cluster_id
 from .system import ClientProfile, Container, Layout, NodePaths, SystemDefaults
 
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -279,10 +277,6 @@ def _check_placeholders(spec: NodeSpec) -> None:
 def render(text: str, values: Mapping[str, str]) -> str:
     """`text` with every `{name}` of `values` replaced (others are left as they are)."""
     return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
-
-
-def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def node_values(
