@@ -252,7 +252,8 @@ class OpDriver(ABC):
             verdicts.append(errors.classify(rules, refused, "send"))
         if remaining > 0:
             return Completion("info", value, self._flush_timeout(remaining), retire)
-        blind = [i for i in range(sent) if results[i] is None]
+        blind = [i for i in range(sent) if not rules.is_error(results[i])]
+        blind = [i for i in blind if not known_offset(results[i])]
         if blind:  # reported delivered without an offset: it may not be in the log
             return Completion("info", value, offsetless_failure(mops, blind), retire)
         if not verdicts:

@@ -30,9 +30,12 @@ class _Msg:
 class ScriptedProducer:
     """Acknowledges sends on flush only when told to; records the transaction calls."""
 
-    def __init__(self, ack: bool, blind: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, ack: bool, blind: tuple[int, ...] = (), no_offset: int | None = None
+    ) -> None:
         self.ack = ack
         self.blind = blind  # sends (by order) reported delivered without an offset
+        self.no_offset = no_offset  # what such a report carries as its offset
         self.produced = 0
         self.pending: list[Any] = []
         self.calls: list[str] = []
@@ -48,7 +51,7 @@ class ScriptedProducer:
         if self.ack:
             for cb in self.pending:
                 if self.produced in self.blind:
-                    cb(None, _Msg(None))  # "implicitly acked by subsequent batch success"
+                    cb(None, _Msg(self.no_offset))  # "implicitly acked by subsequent batch success"
                 else:
                     cb(None, _Msg(self.next_offset))
                     self.next_offset += 1
@@ -116,15 +119,17 @@ def test_acknowledged_transaction_commits_and_keeps_the_producer() -> None:
     assert c.type == "ok" and p.calls == ["begin", "commit"] and not c.retire
 
 
-def test_send_delivered_without_offset_aborts_then_retires() -> None:
+@pytest.mark.parametrize("no_offset", [None, -1])  # confluent-kafka's None, a worker's -1
+def test_send_delivered_without_offset_aborts_then_retires(no_offset: int | None) -> None:
     # librdkafka inferred the first send's delivery from the second's success; the broker
     # never stored it (CI: a committed write lost). The transaction must not commit.
-    p = ScriptedProducer(ack=True, blind=(0,))
+    p = ScriptedProducer(ack=True, blind=(0,), no_offset=no_offset)
     c = _txn(_driver(p))
     assert c.type == "fail" and c.error["name"] == "DeliveredWithoutOffset", c
     assert "value 1 to key 0" in c.error["message"]
     assert p.calls == ["begin", "abort"] and c.retire is True
-    assert c.value == [["send", 0, 1], ["send", 0, [0, 2]]]
+    first = ["send", 0, 1] if no_offset is None else ["send", 0, [None, 1]]
+    assert c.value == [first, ["send", 0, [0, 2]]]
 
 
 def test_committing_sends_without_offsets_can_be_turned_back_on() -> None:
@@ -133,12 +138,15 @@ def test_committing_sends_without_offsets_can_be_turned_back_on() -> None:
     assert c.type == "ok" and p.calls == ["begin", "commit"]
 
 
-def test_plain_send_delivered_without_offset_is_unknown_not_ok() -> None:
-    d = _driver(ScriptedProducer(ack=True, blind=(1,)))
+@pytest.mark.parametrize("no_offset", [None, -1])  # confluent-kafka's None, a worker's -1
+def test_plain_send_delivered_without_offset_is_unknown_not_ok(no_offset: int | None) -> None:
+    p = ScriptedProducer(ack=True, blind=(1,), no_offset=no_offset)
+    d = _driver(p)
     d.cfg = DriverConfig(bootstrap="unused:9092", keys=d.cfg.keys, group_id="g", op_timeout_s=0.2)
     c = d.execute("send", [["send", 0, 1], ["send", 0, 2]])
     assert c.type == "info" and c.error["name"] == "DeliveredWithoutOffset", c
-    assert c.value == [["send", 0, [0, 1]], ["send", 0, 2]]
+    second = ["send", 0, 2] if no_offset is None else ["send", 0, [None, 2]]
+    assert c.value == [["send", 0, [0, 1]], second]
 
 
 class _Cluster:
