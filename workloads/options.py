@@ -51,7 +51,8 @@ class CommonOptions:
     def refuse_queue_only(self, takes_driver: bool = False) -> None:
         """Workloads other than queue choose their own transactions, idempotence and
         partition assignment; asking for others is an error, not silently ignored.
-        A workload that runs on the worker drivers too (copy) says so (`takes_driver`)."""
+        A workload that runs on the worker drivers too (copy, txn-cost) says so
+        (`takes_driver`)."""
         if self.txn is not None or self.idempotence is False or self.sub_via is not None:
             raise ValueError(
                 "--txn, --no-idempotence and --sub-via apply to the queue workload; copy is "
@@ -59,8 +60,7 @@ class CommonOptions:
             )
         if not takes_driver and self.driver not in (None, "confluent"):
             raise ValueError(
-                f"--driver {self.driver} runs the queue and copy workloads only; the txn-cost"
-                " workload uses --driver confluent"
+                f"--driver {self.driver} does not run this workload; it uses --driver confluent"
             )
 
 

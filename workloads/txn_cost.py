@@ -28,6 +28,12 @@ ops invoked inside the cell's window. The window is closed-loop: it starts once
 every producer has warmed up, producers stop starting transactions when it ends,
 and the elapsed time runs until the last one in flight completed.
 
+``driver`` picks the producers' client: confluent (librdkafka in process,
+:class:`PaddedTxnDriver`) or a worker (franz, java: docs/drivers.md,
+:class:`PaddedWorkerDriver`), which pads the records itself (``open``'s
+``value_bytes``) and whose per-call times show, per cell, where a transaction's time
+goes (``call_ms``). The drain reads with the same client library.
+
 The table is what ``results()`` returns: the run orchestration (trial.py) writes it
 to test.json as ``workload_results``; ``drain()`` also returns it under ``"txn_cost"``
 and prints it to stderr.
@@ -41,7 +47,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import confluent_kafka as ck
@@ -50,11 +57,18 @@ from ..clusters.base import Cluster
 from ..clusters.security import Security, security_of
 from ..histories.recorder import Recorder
 from . import drain as drain_mod
-from .confluent import ConfluentDriver, DriverConfig, drain_clients
+from .bounded import CallTimeout
+from .confluent import ConfluentDriver, DriverConfig
+from .confluent import library_version as confluent_version
+from .drainers import drain_clients_for
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .options import CommonOptions, topic_stem
 from .slot import Slot
 from .tracker import OffsetTracker
+from .worker import WORKERS, WorkerConfig, WorkerDriver, WorkerError, worker_program
+from .worker import library_version as worker_version
+from .worker.driver import ClientFacts, spares_for
+from .worker.process import Spares
 
 # The payload holds the value's decimal digits; a 64-bit value has at most 20.
 MIN_MESSAGE_BYTES = 20
@@ -63,6 +77,15 @@ MAX_MESSAGE_BYTES = 1_000_000
 # Each producer is a thread with its own librdkafka instance (a handful of threads each).
 MAX_PRODUCERS = 512
 QUANTILES = (0.5, 0.9, 0.99)
+DRIVERS = ("confluent", *WORKERS)
+# The producer counts when none are given. A java producer is a JVM of its own (up to a
+# 256 MB heap, about a second of CPU to start): 64 of them on a small machine measure the
+# machine, so java's default matrix stops at 16 (docs/txn-cost.md, "Drivers").
+DEFAULT_PRODUCERS: dict[str, tuple[int, ...]] = {"java": (4, 16)}
+STANDARD_PRODUCERS = (4, 16, 64)
+# At most this many java producers (JVMs) at once: more would not fit this kind of
+# machine's memory beside the brokers.
+MAX_JAVA_PRODUCERS = 64
 
 
 # ---------------------------------------------------------------------------- options
@@ -101,7 +124,8 @@ def parse_int_list(name: str, value: Any) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class TxnCostOptions:
     sizes: tuple[int, ...] = (5, 20, 80, 320)  # records per transaction
-    producers: tuple[int, ...] = (4, 16, 64)  # transactional producers at once
+    # transactional producers at once; () = the driver's default (DEFAULT_PRODUCERS)
+    producers: tuple[int, ...] = ()
     message_bytes: int = 4096
     seconds_per_cell: float = 10.0
     warmup_txns: int = 1  # unmeasured transactions per producer before each cell
@@ -111,13 +135,29 @@ class TxnCostOptions:
     topic_prefix: str = ""  # topic <prefix>-txncost instead of ktrial-<run id>-txncost
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)  # the drain's readers
+    driver: str = "confluent"  # the producers' client: confluent, or a worker (docs/drivers.md)
 
     def __post_init__(self) -> None:
+        if self.driver not in DRIVERS:
+            raise ValueError(
+                f"txn-cost workload: unknown driver {self.driver!r}; choose one of"
+                f" {', '.join(DRIVERS)}"
+            )
         object.__setattr__(self, "sizes", parse_int_list("sizes", self.sizes))
-        object.__setattr__(self, "producers", parse_int_list("producers", self.producers))
+        producers = self.producers
+        if isinstance(producers, (tuple, list)) and not producers:
+            producers = DEFAULT_PRODUCERS.get(self.driver, STANDARD_PRODUCERS)
+        object.__setattr__(self, "producers", parse_int_list("producers", producers))
         if max(self.producers) > MAX_PRODUCERS:
             raise ValueError(
                 f"txn-cost workload: producers must be <= {MAX_PRODUCERS}, got {self.producers}"
+            )
+        if self.driver == "java" and max(self.producers) > MAX_JAVA_PRODUCERS:
+            raise ValueError(
+                f"txn-cost workload: --driver java runs each producer in a JVM of its own;"
+                f" producers must be <= {MAX_JAVA_PRODUCERS}, got {self.producers} (its"
+                f" default is {','.join(map(str, DEFAULT_PRODUCERS['java']))}; franz and"
+                " confluent take more)"
             )
         _int_in("message_bytes", self.message_bytes, MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
         _int_in("warmup_txns", self.warmup_txns, 0, 1000)
@@ -150,14 +190,15 @@ class TxnCostOptions:
 
     @classmethod
     def from_common(cls, common: CommonOptions) -> dict[str, Any]:
-        """txn-cost is always transactional and sets its own producer counts, so it takes
-        none of the common settings: they are passed on (`concurrency` as `copiers`, as
-        for copy) for from_dict to refuse by name, with a hint for `copiers`."""
-        common.refuse_queue_only()
+        """txn-cost is always transactional and sets its own producer counts, so of the
+        common settings it takes only the driver; the others are passed on (`concurrency`
+        as `copiers`, as for copy) for from_dict to refuse by name, with a hint for
+        `copiers`."""
+        common.refuse_queue_only(takes_driver=True)
         opts: dict[str, Any] = {}
         if common.concurrency is not None:
             opts["copiers"] = common.concurrency
-        opts.update(common.given("abort_p", "crash_clients", "rate"))
+        opts.update(common.given("abort_p", "crash_clients", "rate", "driver"))
         return opts
 
 
@@ -299,6 +340,31 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+# The worker calls of a transaction, in the order it makes them (format_calls).
+CALL_ORDER = ("begin", "produce", "flush", "commit", "abort", "open", "close")
+
+
+def format_calls(rows: Sequence[dict[str, Any]]) -> str:
+    """A worker driver's cells as a table of the ms each call took per transaction in
+    the window (``call_ms``: where a transaction's time goes); "" when no row has one
+    (the confluent driver)."""
+    timed = [r for r in rows if r.get("call_ms")]
+    if not timed:
+        return ""
+    names = {c for r in timed for c in r["call_ms"]}
+    order = [c for c in CALL_ORDER if c in names] + sorted(names - set(CALL_ORDER))
+    cells = [["prod", "size", *order]]
+    for r in timed:
+        means = r["call_ms"]
+        cells.append(
+            [str(r["producers"]), str(r["size"])]
+            + [str(means[c]["per_txn"]) if c in means else "-" for c in order]
+        )
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
 # ---------------------------------------------------------------------------- driver
 class PaddedTxnDriver(ConfluentDriver):
     """The confluent driver, producing padded payloads and timing commit_transaction.
@@ -337,6 +403,98 @@ class PaddedTxnDriver(ConfluentDriver):
             super()._producer_call(name, fn, budget_s)
         finally:
             self.last_commit_s = time.perf_counter() - t0
+
+
+class PaddingUnsupported(RuntimeError):
+    """The worker program did not confirm open's value_bytes: it would send unpadded records."""
+
+
+class PaddedWorkerDriver(WorkerDriver):
+    """A worker driver whose worker pads every record to `message_bytes` (``open``'s
+    ``value_bytes``, docs/drivers.md) and whose commit call is timed.
+
+    The worker's transaction path (and so its completion rules) is WorkerDriver's
+    unchanged. The worker must echo ``value_bytes`` in its reply to ``open``: one that
+    does not (built before the field existed) is refused, since its records would be a
+    few bytes where the table counts `message_bytes`.
+    """
+
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        process: int,
+        slot: int,
+        message_bytes: int,
+        stop: threading.Event | None = None,
+        observed: ClientFacts | None = None,
+        spares: Spares | None = None,
+        program: list[str] | None = None,
+    ) -> None:
+        self.message_bytes = message_bytes
+        self.last_commit_s: float | None = None
+        super().__init__(
+            cfg,
+            process,
+            slot,
+            consume=False,
+            stop=stop,
+            program=program,
+            observed=observed,
+            spares=spares,
+        )
+
+    def execute(self, f: str, value: list[Any], abort: bool = False) -> Completion:
+        self.last_commit_s = None
+        return super().execute(f, value, abort)
+
+    def _call(self, call: str, args: dict[str, Any], budget_s: float) -> dict[str, Any]:
+        if call != "open":
+            return super()._call(call, args, budget_s)
+        reply = super()._call(call, {**args, "value_bytes": self.message_bytes}, budget_s)
+        if reply.get("value_bytes") != self.message_bytes:
+            self.worker.kill()
+            raise PaddingUnsupported(
+                f"the {self.cfg.worker} worker program did not confirm"
+                f" value_bytes={self.message_bytes} in its reply to open (it answered"
+                f" {reply.get('value_bytes')!r}): it would send unpadded records."
+                " Rebuild it: bash scripts/setup.sh"
+            )
+        return reply
+
+    def _commit(self, budget_s: float) -> None:
+        t0 = time.perf_counter()
+        try:
+            super()._commit(budget_s)
+        finally:
+            self.last_commit_s = time.perf_counter() - t0
+
+
+class CallClock(ClientFacts):
+    """ClientFacts whose per-call totals can be read at a moment, so that a cell's share
+    (the calls made between two readings) gives its mean time per call."""
+
+    def snapshot(self) -> dict[str, tuple[int, float]]:
+        """call -> (count, total seconds) so far."""
+        with self._lock:
+            return {call: (int(c[0]), float(c[1])) for call, c in self.calls.items()}
+
+
+def call_means(
+    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]], txns: int
+) -> dict[str, dict[str, float | int]]:
+    """{call: {n, mean, per_txn}} of the calls made between two snapshots: their count,
+    mean ms per call, and ms per transaction (their total over `txns` transactions: a
+    transaction makes one produce call per record and may flush more than once)."""
+    out: dict[str, dict[str, float | int]] = {}
+    for call, (n1, t1) in sorted(after.items()):
+        n0, t0 = before.get(call, (0, 0.0))
+        if n1 > n0:
+            out[call] = {
+                "n": n1 - n0,
+                "mean": round((t1 - t0) / (n1 - n0) * 1000, 2),
+                "per_txn": round((t1 - t0) / max(txns, 1) * 1000, 2),
+            }
+    return out
 
 
 # ---------------------------------------------------------------------------- workload
@@ -380,6 +538,8 @@ class TxnCostWorkload:
         seed: int,
         driver_factory: Callable[[DriverConfig, threading.Event], DriverFactory] | None = None,
     ) -> None:
+        if opts.driver != "confluent" and driver_factory is None:
+            worker_program(opts.driver)  # built? (refused before any broker starts)
         self.opts = opts
         self.seed = seed
         self.run_id = opts.run_id or os.urandom(4).hex()
@@ -394,6 +554,10 @@ class TxnCostWorkload:
         self.security = Security()
         self.say: Callable[[str], None] = _to_stderr
         self._make_factory = driver_factory or self._factory
+        # a worker driver's: what its clients said of themselves and their call times
+        # (all cells: results()["clients"]; per cell: the rows' call_ms), pre-started workers
+        self.calls = CallClock()
+        self._spares: Spares | None = None
 
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
@@ -405,8 +569,12 @@ class TxnCostWorkload:
         return self.describe()
 
     def driver_config(self, producers: int) -> DriverConfig:
-        """The producers of one producer count: transactional.id ``<run>-tc<count>-w<i>``."""
-        return DriverConfig(
+        """The producers of one producer count: transactional.id ``<run>-tc<count>-w<i>``;
+        a WorkerConfig (the worker's own settings) for a worker driver."""
+        config: Any = DriverConfig
+        if self.opts.driver != "confluent":
+            config = partial(WorkerConfig, worker=self.opts.driver)
+        cfg: DriverConfig = config(
             bootstrap=self.bootstrap,
             keys=self.keys,
             group_id=f"ktrial-{self.run_id}-g",
@@ -416,6 +584,7 @@ class TxnCostWorkload:
             producer_overrides={**self.security.librdkafka(), **self.opts.producer_config},
             consumer_overrides={**self.security.librdkafka(), **self.opts.consumer_config},
         )
+        return cfg
 
     def describe(self) -> dict[str, Any]:
         cfg = self.driver_config(self.opts.producers[0])
@@ -430,6 +599,8 @@ class TxnCostWorkload:
             "txn": True,
             "idempotence": True,
             "sub_via": "assign",
+            "driver": self.opts.driver,
+            "driver_version": _library_version(self.opts.driver),
             "ww_deps": True,
             "txn_cost_plan": {
                 "cells": [[c.producers, c.size] for c in self.cells],
@@ -441,6 +612,18 @@ class TxnCostWorkload:
     def run(self, recorder: Recorder, stop: threading.Event) -> None:
         """Every cell in turn; returns early once the matrix is done (or when `stop` is set)."""
         assert self.bootstrap, "setup() first"
+        if self.opts.driver != "confluent" and self._make_factory == self._factory:
+            self._spares = spares_for(self.opts.driver)
+        try:
+            self._run_matrix(recorder, stop)
+        finally:
+            if self._spares is not None:
+                self._spares.close()
+                self._spares = None
+
+    def _run_matrix(self, recorder: Recorder, stop: threading.Event) -> None:
+        if self.opts.driver != "confluent" and self._make_factory == self._factory:
+            self._check_padding(stop)
         errs: list[BaseException] = []
         for producers in self.opts.producers:
             if stop.is_set():
@@ -469,9 +652,35 @@ class TxnCostWorkload:
 
     def _factory(self, cfg: DriverConfig, stop: threading.Event) -> DriverFactory:
         def open_driver(process: int, slot: int) -> Driver:
+            if isinstance(cfg, WorkerConfig):
+                return PaddedWorkerDriver(
+                    cfg,
+                    process,
+                    slot,
+                    self.opts.message_bytes,
+                    stop=stop,
+                    observed=self.calls,
+                    spares=self._spares,
+                )
             return PaddedTxnDriver(cfg, process, slot, self.opts.message_bytes, stop=stop)
 
         return open_driver
+
+    def _check_padding(self, stop: threading.Event) -> None:
+        """Before any producer: one worker, opened as a plain (not transactional) producer,
+        must confirm the padding; one that cannot fails the run at once with advice
+        (a producer's open would otherwise be retried for as long as the run goes on)."""
+        cfg = replace(self.driver_config(self.opts.producers[0]), txn=False)
+        assert isinstance(cfg, WorkerConfig)
+        try:
+            d = PaddedWorkerDriver(
+                cfg, -1, -1, self.opts.message_bytes, stop=stop, spares=self._spares
+            )
+        except PaddingUnsupported as e:
+            raise RuntimeError(f"txn-cost workload: {e}") from None
+        except (WorkerError, CallTimeout, RuntimeError):
+            return  # not the padding: the producers' own opens will meet it, and retry
+        d.close(abrupt=True)
 
     def _run_cell(
         self, cell: Cell, slots: list[Slot], stop: threading.Event, errs: list[BaseException]
@@ -491,6 +700,7 @@ class TxnCostWorkload:
         for t in threads:
             t.start()
         gate.wait_ready(stop)
+        before = self.calls.snapshot()
         t0 = time.monotonic()
         gate.open(t0 + float(self.opts.seconds_per_cell))
         for t in threads:
@@ -499,9 +709,12 @@ class TxnCostWorkload:
         status = "cut short" if stop.is_set() and end < gate.end else "done"
         if stop.is_set() and end <= t0:
             return not_run(cell)
-        return summarize_cell(
-            cell, self.opts.message_bytes, [x for xs in samples for x in xs], end - t0, status
-        )
+        done = [x for xs in samples for x in xs]
+        row = summarize_cell(cell, self.opts.message_bytes, done, end - t0, status)
+        if self.opts.driver != "confluent":
+            # where the window's time went: each worker call's count, mean, ms per txn
+            row["call_ms"] = call_means(before, self.calls.snapshot(), len(done))
+        return row
 
     def _cell_worker(
         self,
@@ -551,13 +764,18 @@ class TxnCostWorkload:
     # ------------------------------------------------------------------------ results
     def results(self) -> dict[str, Any]:
         """The table: one row per planned cell, in run order ("not run" when never reached)."""
-        return {
+        out: dict[str, Any] = {
+            "driver": self.opts.driver,
             "message_bytes": self.opts.message_bytes,
             "seconds_per_cell": self.opts.seconds_per_cell,
             "warmup_txns": self.opts.warmup_txns,
             "partitions": self.opts.partitions,
             "cells": [self.rows.get(c) or not_run(c) for c in self.cells],
         }
+        facts = self.calls.to_json()
+        if facts:  # a worker driver's: as the other workloads' workload_results.clients
+            out["clients"] = {self.opts.driver: facts}
+        return out
 
     # ------------------------------------------------------------------------ drain
     def drain(self, recorder: Recorder, timeout_s: float) -> dict[str, Any]:
@@ -566,20 +784,24 @@ class TxnCostWorkload:
         table = self.results()
         try:
             targets = self.tracker.targets(self.keys.keys)
-            clients = drain_clients(
-                self.bootstrap,
-                self.keys,
-                self.run_id,
-                {**self.security.librdkafka(), **self.opts.consumer_config},
-            )
+            # the run's client library reads (its consumer settings: security + the run's)
+            cfg = self.driver_config(self.opts.producers[0])
+            clients = drain_clients_for(cfg, self.keys, self.run_id)
             res = drain_mod.drain(recorder, clients, targets, timeout_s)
         finally:
+            calls = format_calls(table["cells"])
             self.say(
-                f"txn-cost: {self.opts.message_bytes}-byte records, latencies in ms\n"
+                f"txn-cost ({self.opts.driver}): {self.opts.message_bytes}-byte records,"
+                " latencies in ms\n"
                 + format_table(table["cells"])
+                + (f"\nworker calls, ms per transaction in each window:\n{calls}" if calls else "")
             )
         res["txn_cost"] = table
         return res
+
+
+def _library_version(driver: str) -> str | None:
+    return confluent_version() if driver == "confluent" else worker_version(driver)
 
 
 def _all(slots: list[Slot], fn: Callable[[Slot], Any], name: str) -> None:

@@ -2,15 +2,18 @@
 
 Two producer counts x two transaction sizes, 3 s per cell: the history must check
 VALID (every committed value read back by the drain, nothing duplicated, no aborted
-reads) and the table must hold a measured row for every cell.
+reads) and the table must hold a measured row for every cell. Then one tiny cell on
+each worker driver (franz-go, kafka-clients): the workers pad the records themselves.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka as ck
 import pytest
 from ktrial.histories.store import create_run, load_json
 from ktrial.trial import run_workload
@@ -78,3 +81,75 @@ def test_txn_cost_matrix_is_measured_and_valid(local_cluster: Any, tmp_path: Pat
     }
     assert committed and committed <= read, f"{len(committed - read)} committed values unread"
     assert sum(c["txns_ok"] for c in cells) <= out.counts["txn:ok"]
+
+
+@pytest.mark.parametrize("driver", ["franz", "java"])
+def test_txn_cost_on_a_worker_driver_pads_records_and_is_valid(
+    local_cluster: Any, tmp_path: Path, driver: str
+) -> None:
+    """One tiny cell through a worker driver: the records the brokers hold are the
+    values padded to message_bytes by the worker itself (read back raw here, not
+    through ktrial's decoder, which would hide a missing padding), the history checks
+    VALID, and the table says where the window's time went per worker call."""
+    opts = {
+        "driver": driver,
+        "sizes": "5",
+        "producers": "2",
+        "message_bytes": 300,
+        "seconds_per_cell": 2,
+    }
+    wl = make_workload("txn-cost", opts, 5)
+    rd = create_run(tmp_path / "store", f"txn-cost-{driver}")
+    out = run_workload(local_cluster, wl, rd, 5, time_limit=90, drain_timeout=40)
+    assert out.error is None, out.error
+    assert out.results is not None
+    assert out.results["valid"] is True, out.results.get("anomalies")
+    assert out.drain["caught_up"], out.drain
+    test = load_json(rd.test_json)
+    assert test["driver"] == driver
+    table = test["workload_results"]
+    (cell,) = table["cells"]
+    assert cell["status"] == "done" and cell["txns_ok"] > 0, cell
+    assert cell["commit_ms"]["n"] == cell["txns_ok"], cell
+    assert {"begin", "produce", "flush", "commit"} <= set(cell["call_ms"]), cell
+    assert "commit" in table["clients"][driver]["call_ms"]
+
+    ops = [json.loads(line) for line in rd.history.read_text().splitlines()]
+    committed = {m[2][1] for o in ops if o["f"] == "txn" and o["type"] == "ok" for m in o["value"]}
+    raw = read_raw(local_cluster.bootstrap_servers, wl.topic, wl.opts.partitions)
+    assert committed and committed <= set(raw), "committed values missing from the topic"
+    # every committed record is its value's digits padded with spaces to 300 bytes
+    bad = {v: r[:40] for v, r in raw.items() if r != str(v).encode().ljust(300)}
+    assert not bad, f"{len(bad)} records not padded to 300 bytes, e.g. {next(iter(bad.items()))}"
+
+
+def read_raw(bootstrap: str, topic: str, partitions: int) -> dict[int, bytes]:
+    """Every committed record of `topic` as the brokers hold it: value -> raw bytes."""
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "raw-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[int, bytes] = {}
+        eof: set[int] = set()
+        deadline = time.monotonic() + 20
+        while len(eof) < partitions and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            err = m.error()
+            if err is not None:
+                if err.code() == ck.KafkaError._PARTITION_EOF:
+                    eof.add(int(m.partition() or 0))
+                continue
+            raw = m.value() or b""
+            out[int(raw)] = raw
+        return out
+    finally:
+        c.close()

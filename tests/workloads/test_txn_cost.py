@@ -4,6 +4,7 @@ over a fake driver (what it records and how it fills the table)."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,15 +16,19 @@ from ktrial.histories.jsonl import HistoryWriter
 from ktrial.histories.recorder import Recorder
 from ktrial.workloads import WORKLOADS, make_workload
 from ktrial.workloads.confluent import DriverConfig
-from ktrial.workloads.driver import Completion
+from ktrial.workloads.driver import Completion, KeyMap
 from ktrial.workloads.ops import decode_value as _decode
 from ktrial.workloads.options import workload_options
 from ktrial.workloads.txn_cost import (
     Cell,
+    PaddedWorkerDriver,
+    PaddingUnsupported,
     TxnCostOptions,
     TxnCostWorkload,
     TxnSample,
+    call_means,
     cell_schedule,
+    format_calls,
     format_table,
     latency_ms,
     parse_int_list,
@@ -33,6 +38,7 @@ from ktrial.workloads.txn_cost import (
     summarize_cell,
     txn_sends,
 )
+from ktrial.workloads.worker import WorkerConfig
 
 # ------------------------------------------------------------------------------ options
 
@@ -319,3 +325,147 @@ def test_cells_after_stop_are_marked_not_run(tmp_path: Path) -> None:
     assert rows[0]["seconds"] < 5
     assert [r["status"] for r in rows[1:]] == ["not run"] * 3
     assert "not run" in format_table(rows)
+
+
+# ------------------------------------------------------------------------------ worker drivers
+
+FAKE_WORKER = Path(__file__).parent / "worker" / "fake_worker.py"
+
+
+def fake_worker_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str) -> Path:
+    """`driver`'s worker program is the fake worker (the JSON-lines contract, no Kafka);
+    returns the file its requests are logged to."""
+    prog = tmp_path / f"fake-{driver}"
+    prog.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_WORKER} "$@"\n')
+    prog.chmod(0o755)
+    monkeypatch.setenv(f"KTRIAL_WORKER_{driver.upper()}", str(prog))
+    monkeypatch.setenv("KTRIAL_WORKER_LOG", str(tmp_path / "workers.log"))
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    return log
+
+
+def test_the_driver_option_reaches_the_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_worker_program(tmp_path, monkeypatch, "franz")
+    opts = workload_options("txn-cost", driver="franz")
+    assert opts == {"driver": "franz"}
+    wl = make_workload("txn-cost", opts, 1)
+    assert isinstance(wl, TxnCostWorkload) and wl.opts.driver == "franz"
+    wl.bootstrap = "b:9092"
+    cfg = wl.driver_config(4)
+    assert isinstance(cfg, WorkerConfig) and cfg.worker == "franz"
+    assert cfg.txn and cfg.txn_id_prefix == f"ktrial-{wl.run_id}-tc4"
+    d = wl.describe()
+    assert d["driver"] == "franz" and d["driver_version"].startswith("franz-go v")
+    # the settings test.json records are the worker's (franz-go's names), not librdkafka's
+    assert "metadata.min.age.ms" in d["producer_config"]
+    assert "socket.nagle.disable" not in d["producer_config"]
+    # confluent stays librdkafka's config (PaddedTxnDriver)
+    wl2 = TxnCostWorkload(TxnCostOptions(run_id="x"), 1)
+    wl2.bootstrap = "b:9092"
+    assert not isinstance(wl2.driver_config(4), WorkerConfig)
+    assert wl2.describe()["driver"] == "confluent"
+
+
+def test_driver_defaults_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert TxnCostOptions(driver="franz").producers == (4, 16, 64)
+    # a java producer is a JVM: its default matrix stops at 16, and 64 is its ceiling
+    assert TxnCostOptions(driver="java").producers == (4, 16)
+    assert TxnCostOptions(driver="java", producers="4,64").producers == (4, 64)
+    with pytest.raises(ValueError, match=r"JVM of its own.*<= 64.*default is 4,16"):
+        TxnCostOptions(driver="java", producers="4,128")
+    assert TxnCostOptions(driver="franz", producers="128").producers == (128,)
+    with pytest.raises(ValueError, match="unknown driver 'kcat'"):
+        make_workload("txn-cost", {"driver": "kcat"}, 1)
+    # a worker that was never built is refused before any broker starts
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="not built"):
+        make_workload("txn-cost", {"driver": "franz"}, 1)
+
+
+def worker_run(
+    tmp_path: Path, opts: TxnCostOptions
+) -> tuple[TxnCostWorkload, list[dict[str, Any]]]:
+    wl = TxnCostWorkload(opts, 3)
+    wl.bootstrap = "fake:9092"
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as w:
+        wl.run(Recorder(w), threading.Event())
+    return wl, [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_worker_driver_run_pads_times_the_commit_and_reports_its_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_worker_program(tmp_path, monkeypatch, "franz")
+    opts = TxnCostOptions(
+        driver="franz",
+        sizes=(3,),
+        producers=(2,),
+        seconds_per_cell=0.3,
+        partitions=4,
+        message_bytes=100,
+        run_id="r1",
+    )
+    wl, ops = worker_run(tmp_path, opts)
+    reqs = [json.loads(line) for line in calls.read_text().splitlines()]
+    opens = [r for r in reqs if r["call"] == "open"]
+    # the padding probe (a plain producer), then one transactional producer per slot,
+    # every one told to pad to message_bytes; no consumer in a measuring producer
+    assert opens[0]["txn_id"] == "" and opens[0]["value_bytes"] == 100
+    assert sorted(r["txn_id"] for r in opens[1:]) == ["ktrial-r1-tc2-w0", "ktrial-r1-tc2-w1"]
+    assert all(r["value_bytes"] == 100 and not r["consumer"] for r in opens)
+    # the records travel as their values; the worker pads them
+    produced = [rec["value"] for r in reqs if r["call"] == "produce" for rec in r["records"]]
+    assert produced and all(v.isdigit() for v in produced)
+    # each transaction: an ok txn op of sends with offsets
+    ok = [o for o in ops if o["type"] == "ok"]
+    assert ok and all(o["f"] == "txn" and len(o["value"]) == 3 for o in ok)
+    table = wl.results()
+    assert table["driver"] == "franz"
+    (row,) = table["cells"]
+    assert row["status"] == "done" and row["txns_ok"] > 0
+    assert row["commit_ms"]["n"] == row["txns_ok"] and row["commit_ms"]["p50"] > 0
+    # where the window's time went: every call of a transaction, counted in the window
+    cm = row["call_ms"]
+    assert {"begin", "produce", "flush", "commit"} <= set(cm)
+    assert cm["commit"]["n"] >= row["txns_ok"] and cm["commit"]["mean"] > 0
+    assert cm["produce"]["n"] == 3 * row["txns_ok"]  # a call per record
+    assert cm["produce"]["per_txn"] == pytest.approx(3 * cm["produce"]["mean"], abs=0.03)
+    assert "open" not in cm  # the producers opened before the window
+    assert set(table["clients"]["franz"]["call_ms"]) >= {"open", "commit", "close"}
+    lines = format_calls(table["cells"]).splitlines()
+    assert lines[0].split()[:6] == ["prod", "size", "begin", "produce", "flush", "commit"]
+    assert lines[1].split()[:2] == ["2", "3"]
+
+
+def test_a_worker_that_does_not_pad_fails_the_run_before_any_producer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_worker_program(tmp_path, monkeypatch, "franz")
+    monkeypatch.setenv("FAKE_OLD_OPEN", "1")  # a worker built before value_bytes existed
+    opts = TxnCostOptions(driver="franz", sizes=(3,), producers=(2,), seconds_per_cell=0.3)
+    with pytest.raises(RuntimeError, match=r"did not confirm value_bytes=4096.*setup\.sh"):
+        worker_run(tmp_path, opts)
+    assert [json.loads(line)["call"] for line in calls.read_text().splitlines()] == ["open"]
+    # and a producer's own open refuses it too
+    cfg = WorkerConfig(bootstrap="b", keys=KeyMap({}), group_id="g", worker="franz")
+    with pytest.raises(PaddingUnsupported):
+        PaddedWorkerDriver(cfg, 1, 0, 64)
+
+
+def test_call_means_are_the_calls_between_two_snapshots() -> None:
+    before = {"begin": (2, 0.002), "commit": (2, 0.2), "produce": (10, 0.01)}
+    after = {"begin": (6, 0.010), "commit": (6, 0.6), "open": (1, 1.5), "produce": (30, 0.05)}
+    # 4 transactions of 5 records: one produce call per record
+    assert call_means(before, after, 4) == {
+        "begin": {"n": 4, "mean": 2.0, "per_txn": 2.0},
+        "commit": {"n": 4, "mean": 100.0, "per_txn": 100.0},
+        "open": {"n": 1, "mean": 1500.0, "per_txn": 375.0},
+        "produce": {"n": 20, "mean": 2.0, "per_txn": 10.0},
+    }
+    assert call_means(after, after, 4) == {}
+    assert call_means(before, after, 0)["open"]["per_txn"] == 1500.0  # no txn: the total
+    assert format_calls([{"producers": 1, "size": 5}]) == ""  # confluent: no worker calls

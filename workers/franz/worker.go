@@ -30,6 +30,8 @@ type request struct {
 	Topics    []string       `json:"topics"`
 	Offsets   []tpOffset     `json:"offsets"`
 	Abrupt    bool           `json:"abrupt"`
+	// open: pad each produced value with spaces to this many bytes (0: as given)
+	ValueBytes int `json:"value_bytes"`
 }
 
 type sendRecord struct {
@@ -82,6 +84,8 @@ type worker struct {
 	consumer bool
 	txn      bool
 	txnName  string
+	// open's value_bytes: produced values are space-padded to it (pad.go)
+	valueBytes int
 
 	mu          sync.Mutex
 	reported    []delivery
@@ -165,6 +169,10 @@ func (w *worker) open(r *request) map[string]any {
 	if w.cl != nil {
 		return failure(errRecord{Name: "BadRequest", Message: "already open"})
 	}
+	if r.ValueBytes < 0 || r.ValueBytes > maxValueBytes {
+		msg := fmt.Sprintf("value_bytes must be in [0, %d], got %d", maxValueBytes, r.ValueBytes)
+		return failure(errRecord{Name: "BadSettings", Message: msg, Fatal: true})
+	}
 	opts, err := options(w, r)
 	if err != nil {
 		return failure(errRecord{Name: "BadSettings", Message: err.Error(), Fatal: true})
@@ -174,11 +182,13 @@ func (w *worker) open(r *request) map[string]any {
 		return failure(errRecord{Name: "BadSettings", Message: err.Error(), Fatal: true})
 	}
 	w.cl, w.producer, w.consumer, w.txn, w.txnName = cl, r.Producer, r.Consumer, r.TxnID != "", r.TxnID
+	w.valueBytes = r.ValueBytes
 	w.mu.Lock()
 	w.assigned, w.position = map[tp]bool{}, map[tp]int64{}
 	w.mu.Unlock()
 	w.group, w.topics = r.Group != "" && r.Consumer, map[string]bool{}
 	reply := success()
+	reply["value_bytes"] = w.valueBytes // the padding in use: ktrial checks it was understood
 	if w.txn {
 		// Initialise the producer id now: this fences a predecessor with the same
 		// transactional id and settles a transaction it left open.
@@ -198,7 +208,7 @@ func (w *worker) produce(r *request) map[string]any {
 		return failure(errRecord{Name: "NoProducer", Message: "opened without a producer", Refused: true})
 	}
 	for _, s := range r.Records {
-		rec := &kgo.Record{Topic: s.Topic, Partition: s.Partition, Value: []byte(s.Value)}
+		rec := w.record(s)
 		op, i := s.Op, s.I
 		w.mu.Lock()
 		w.outstanding++
@@ -222,6 +232,12 @@ func (w *worker) produce(r *request) map[string]any {
 		}
 	}
 	return success()
+}
+
+// record is the Kafka record of one `produce` record: its exact partition, and its
+// value padded to open's value_bytes.
+func (w *worker) record(s sendRecord) *kgo.Record {
+	return &kgo.Record{Topic: s.Topic, Partition: s.Partition, Value: padded(s.Value, w.valueBytes)}
 }
 
 func (w *worker) flush(r *request) map[string]any {

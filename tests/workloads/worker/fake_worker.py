@@ -9,6 +9,8 @@ Behaviour is scripted through the environment:
 * FAKE_FAIL_SEND: an error name every send's delivery report carries;
 * FAKE_HANG: a call that never answers; FAKE_DIE: a call on which the worker exits;
 * FAKE_TXN_PROTOCOL: what `begin` and `commit` say of the transaction protocol ("v2");
+* `open`'s value_bytes pads every produced value with spaces and is echoed in the reply,
+  as the contract says; FAKE_OLD_OPEN: a worker that predates the field (no echo, no pad);
 * subscribe mode: `subscribe` assigns partitions 0..FAKE_PARTITIONS-1 (default 4) of each
   topic at offset 0, reported as a rebalance event of its reply; FAKE_REVOKE_ON_FETCH=N:
   the N-th fetch revokes every assigned partition first (an event of its reply).
@@ -34,6 +36,7 @@ def main() -> None:
     partitions = int(os.environ.get("FAKE_PARTITIONS", "4"))
     revoke_on = int(os.environ.get("FAKE_REVOKE_ON_FETCH", "0"))
     fetches = 0
+    value_bytes = 0
     for line in sys.stdin:
         req = json.loads(line)
         call = req["call"]
@@ -51,6 +54,9 @@ def main() -> None:
                 "ok": False,
                 "error": {"name": fail[call], "message": "scripted"},
             }
+        elif call == "open" and not os.environ.get("FAKE_OLD_OPEN"):
+            value_bytes = int(req.get("value_bytes", 0))
+            reply["value_bytes"] = value_bytes
         elif call in ("begin", "commit") and os.environ.get("FAKE_TXN_PROTOCOL"):
             reply["txn_protocol"] = os.environ["FAKE_TXN_PROTOCOL"]
         elif call == "produce":
@@ -59,7 +65,7 @@ def main() -> None:
                 if fail_send:
                     d = {"op": r["op"], "i": r["i"], "error": {"name": fail_send, "message": "x"}}
                 else:
-                    logs.setdefault(tp, []).append(r["value"])
+                    logs.setdefault(tp, []).append(r["value"].ljust(value_bytes))
                     d = {"op": r["op"], "i": r["i"], "offset": len(logs[tp]) - 1}
                 pending.append(d)
         elif call == "flush":

@@ -110,9 +110,11 @@ def test_library_versions() -> None:
     assert ck.libversion()[0] in text
 
 
-def test_txn_cost_refuses_a_worker_driver_and_copy_takes_it() -> None:
-    with pytest.raises(ValueError, match="runs the queue and copy workloads only"):
-        workload_options("txn-cost", driver="franz")
+def test_txn_cost_and_copy_take_a_worker_driver() -> None:
+    assert workload_options("txn-cost", driver="franz") == {"driver": "franz"}
+    # a workload that does not say it takes drivers refuses a worker's
+    with pytest.raises(ValueError, match="does not run this workload"):
+        CommonOptions(driver="franz").refuse_queue_only()
     CommonOptions(driver="confluent").refuse_queue_only()  # the default: no refusal
     assert workload_options("copy", driver="java") == {"driver": "java"}
     assert workload_options("copy", driver="java", concurrency=2) == {

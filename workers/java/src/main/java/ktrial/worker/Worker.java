@@ -55,6 +55,10 @@ final class Worker {
   private KafkaProducer<String, String> producer;
   private KafkaConsumer<String, String> consumer;
   private boolean txn;
+  // open's value_bytes: produced values are space-padded to this many bytes (0: as given)
+  private int valueBytes;
+  // far above any broker's largest message
+  static final long MAX_VALUE_BYTES = 64L << 20;
 
   // deliveries reported since the last flush, and sends not yet reported
   private final Object lock = new Object();
@@ -232,6 +236,12 @@ final class Worker {
     String clientId = str(r.get("client_id"));
     String txnId = str(r.get("txn_id"));
     String groupId = str(r.get("group"));
+    long vb = num(r.get("value_bytes"), 0);
+    if (vb < 0 || vb > MAX_VALUE_BYTES) {
+      return failure(error("BadSettings",
+          "value_bytes must be in [0, " + MAX_VALUE_BYTES + "], got " + vb, true));
+    }
+    valueBytes = (int) vb;
     Properties pp = new Properties();
     Properties cp = new Properties();
     Object s = r.get("settings");
@@ -301,6 +311,7 @@ final class Worker {
     }
     Map<String, Object> reply = success();
     reply.put("client_version", "kafka-clients " + AppInfoParser.getVersion());
+    reply.put("value_bytes", valueBytes); // the padding in use: ktrial checks it was understood
     if (txn) {
       // Initialise the producer id now: this fences a predecessor with the same
       // transactional id and settles a transaction it left open.
@@ -317,6 +328,18 @@ final class Worker {
       withProtocol(reply);
     }
     return reply;
+  }
+
+  /**
+   * A produced record's value: v, space-padded to n bytes when shorter (open's
+   * value_bytes; the txn-cost workload's message_bytes). The values ktrial sends are
+   * ASCII digits, so characters are bytes under the StringSerializer's UTF-8.
+   */
+  static String padded(String v, int n) {
+    if (v == null || v.length() >= n) {
+      return v;
+    }
+    return v + " ".repeat(n - v.length());
   }
 
   private static String setting(Object v) {
@@ -343,8 +366,9 @@ final class Worker {
       Map<String, Object> rec = map(o);
       long op = num(rec.get("op"), 0);
       long i = num(rec.get("i"), 0);
+      String value = padded((String) rec.get("value"), valueBytes);
       ProducerRecord<String, String> pr = new ProducerRecord<>(str(rec.get("topic")),
-          (int) num(rec.get("partition"), 0), null, (String) rec.get("value"));
+          (int) num(rec.get("partition"), 0), null, value);
       synchronized (lock) {
         outstanding++;
       }
