@@ -88,9 +88,8 @@ def main() -> None:
             for name, facts in x["clients"].items():
                 ms = facts.get("call_ms", {})
                 parts = ", ".join(f"{k} {v['mean']:g}" for k, v in ms.items() if v["n"] > 0)
-                calls.append(
-                    f"- {kind}-{d} ({name}, {facts.get('txn_protocol', 'no txn')}): {parts}"
-                )
+                proto = facts.get("txn_protocol", "txn protocol not reported")
+                calls.append(f"- {kind}-{d} ({name}, {proto}): {parts}")
     if calls:
         print("\nmean ms per worker call:")
         print("\n".join(calls))

@@ -215,3 +215,65 @@ def test_a_killed_runs_redirect_and_toxiproxy_are_removed_by_cluster_clean(
     for fut in admin.delete_topics(list(meta["topics"]), operation_timeout=30).values():
         fut.result(60)
     wait_topics_gone(local_cluster, list(meta["topics"]))
+
+
+TLS_PASSWORD = "It-Link-tls-pw-0815"
+
+
+def test_link_faults_reach_a_tls_and_sasl_cluster_through_the_proxies(
+    tmp_path: Path,
+) -> None:
+    """The proxies carry TCP, so TLS and SASL pass them untouched: a separately started
+    SASL_SSL cluster, clients with the CA and credentials from a file, a latency toxic
+    that slows them and a reset they come back from; nothing in the run holds the
+    password."""
+    from ktrial.clusters.brokersec import prepare
+    from ktrial.clusters.local import LocalCluster
+    from ktrial.clusters.security import Security
+    from ktrial.clusters.system import system_for
+
+    sec = prepare("sasl-ssl", Security({"sasl.username": "carol", "sasl.password": TLS_PASSWORD}))
+    try:
+        cluster = LocalCluster(
+            nodes=3, system=system_for("kafka", profile="safe", broker_config=sec.broker_config)
+        )
+        cluster.security = sec.client  # the admin client's readiness checks log in too
+        creds = tmp_path / "client.properties"
+        creds.write_text("".join(f"{k}={v}\n" for k, v in sec.client.settings.items()))
+        script = tmp_path / "faults.toml"
+        script.write_text(SCRIPT)
+        store = tmp_path / "store"
+        with cluster:
+            cmd = ktrial_run(cluster.bootstrap_servers, store, script, 20, "tls-link")
+            cmd += ["--security-config-file", str(creds), "--txn"]
+            proc = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
+            )
+    finally:
+        sec.cleanup()
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:]
+    assert "verdict: VALID" in out and TLS_PASSWORD not in out
+    run = (store / "tls-link" / "latest").resolve()
+    meta = orjson.loads((run / "test.json").read_bytes())
+    assert meta["cluster"]["security"]["security.protocol"] == "SASL_SSL"
+    assert set(meta["cluster"]["link_proxies"]["proxies"]) == {"n1", "n2", "n3"}
+    ops = [orjson.loads(line) for line in (run / "history.jsonl").read_bytes().splitlines()]
+    on = {o["value"]["toxic"]: o for o in ops if o.get("f") == "toxic-on"}
+    off = {o["value"]["toxic"]: o for o in ops if o.get("f") == "toxic-off"}
+    assert set(on) == set(off) == {"latency", "reset_peer"}
+    # the clients' TLS connections were cut by the reset and made again through the proxies
+    assert sum(off["reset_peer"]["value"]["connections"].values()) > sum(
+        on["reset_peer"]["value"]["connections"].values()
+    )
+    txns_after = [
+        o
+        for o in ops
+        if o["f"] == "txn" and o["type"] == "ok" and o["time"] > off["reset_peer"]["time"]
+    ]
+    assert len(txns_after) >= 3, "no transactions over TLS after the reset"
+    assert [
+        str(p) for p in run.rglob("*") if p.is_file() and TLS_PASSWORD.encode() in p.read_bytes()
+    ] == []
+    owner = int(meta["cluster"]["link_proxies"]["comment"].split(":")[1])
+    assert leftovers(owner) == ([], [])
