@@ -338,11 +338,21 @@ class OpDriver(ABC):
         retire = False
         produced: list[int] = []  # sends handed to the producer
         try:
-            for i, m in enumerate(mops):
-                if m[0] == "send":
-                    self._produce(mops, [i], results)
-                    produced.append(i)
+            for step in send_runs(mops):
+                if mops[step[0]][0] == "send":
+                    # A run of sends is one call (a worker's channel costs a round trip
+                    # per call). When it is refused, which of several records were
+                    # handed over is unknown: all count as produced, so their missing
+                    # delivery makes the producer retire after the abort.
+                    try:
+                        self._produce(mops, step, results)
+                    except BaseException:
+                        if len(step) > 1:
+                            produced.extend(step)
+                        raise
+                    produced.extend(step)
                 else:
+                    i = step[0]
                     recs: Records = {}
                     recs_by_mop[i] = recs
                     _, bad = self._poll_records(recs, last)
@@ -419,6 +429,18 @@ class OpDriver(ABC):
 
 
 # ---------------------------------------------------------------- completion values
+
+
+def send_runs(mops: Sequence[Any]) -> list[list[int]]:
+    """The indexes of `mops` in order, consecutive sends grouped: [[0, 1], [2], [3, 4]]
+    for send, send, poll, send, send (each poll alone)."""
+    runs: list[list[int]] = []
+    for i, m in enumerate(mops):
+        if m[0] == "send" and runs and mops[runs[-1][-1]][0] == "send":
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def acked(r: Any) -> bool:

@@ -15,7 +15,7 @@ from ktrial.workloads import errors
 from ktrial.workloads.bounded import Deadline
 from ktrial.workloads.confluent import DriverConfig
 from ktrial.workloads.driver import KeyMap, TopicPartition
-from ktrial.workloads.ops import Fetched, Last, OpDriver, send_result, txn_value
+from ktrial.workloads.ops import Fetched, Last, OpDriver, send_result, send_runs, txn_value
 from ktrial.workloads.rewind import Plan, ReadPositions
 
 
@@ -267,3 +267,44 @@ def test_the_json_line_contract_of_a_worker_process_driver() -> None:
         Completion.from_json({"type": "maybe", "value": []})
     with pytest.raises(ValueError, match="needs a value"):
         Completion.from_json({"type": "ok"})
+
+
+def test_send_runs_group_consecutive_sends_and_keep_polls_alone() -> None:
+    s, p = ["send", 0, 1], ["poll"]
+    assert send_runs([]) == []
+    assert send_runs([s, s, p, s, s, s, p, p]) == [[0, 1], [2], [3, 4, 5], [6], [7]]
+    assert send_runs([p, s]) == [[0], [1]]
+
+
+class Batching(Scripted):
+    """Records each _produce call's indexes (a worker's call carries them all)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.produce_calls: list[list[int]] = []
+
+    def _produce(self, mops: list[Any], idx: list[int], results: list[Any]) -> None:
+        self.produce_calls.append(list(idx))
+        super()._produce(mops, idx, results)
+
+
+def test_a_txns_consecutive_sends_are_one_produce_call() -> None:
+    d = Batching()
+    d.batches = [([rec(0, 0, 1)], [])]
+    c = d.execute("txn", [["send", 0, 5], ["send", 1, 6], ["poll"], ["send", 1, 7]])
+    assert c.type == "ok", c
+    assert d.produce_calls == [[0, 1], [3]]
+
+
+@pytest.mark.parametrize(("mops", "retired"), [(1, False), (2, True)])
+def test_a_refused_run_of_sends_aborts_and_retires_only_when_its_fate_is_unknown(
+    mops: int, retired: bool
+) -> None:
+    """A refused lone send was never handed over: the abort leaves the producer usable.
+    In a refused run of several, which were handed over is unknown: retire after abort."""
+    d = Batching()
+    d.refuse_at = mops - 1
+    c = d.execute("txn", [["send", k % 2, 10 + k] for k in range(mops)])
+    assert c.type == "fail" and c.error == {"name": "queue full"}, c
+    assert "abort" in d.calls and "commit" not in d.calls
+    assert c.retire is retired
