@@ -6,7 +6,6 @@ does: setup -> main phase -> drain -> checker, into a run directory.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -221,21 +220,7 @@ def test_queue_subscribe_run_is_valid(local_cluster: Any, tmp_path: Path, driver
         assert n(out, "subscribe", "ok") > 4, out.counts
 
 
-# java's copy run costs another ~30 s of broker time (measured: valid, 27 copy steps
-# committed, 3 aborted, drained): run it with KTRIAL_ALL_DRIVER_RUNS=1
-COPY_DRIVERS = [
-    *DRIVERS[:2],
-    pytest.param(
-        DRIVERS[2],
-        marks=pytest.mark.skipif(
-            not os.environ.get("KTRIAL_ALL_DRIVER_RUNS"),
-            reason="broker-time budget: KTRIAL_ALL_DRIVER_RUNS=1 runs it",
-        ),
-    ),
-]
-
-
-@pytest.mark.parametrize("driver", COPY_DRIVERS)
+@pytest.mark.parametrize("driver", DRIVERS)
 def test_copy_run_is_exactly_once(local_cluster: Any, tmp_path: Path, driver: str) -> None:
     opts = {"rate": 200, "copiers": 3, "crash_clients": 40, "abort_p": 0.05, "driver": driver}
     seconds, until, floor = 25, {"send:ok": 2000, "txn:ok": 300}, 50
