@@ -255,7 +255,9 @@ class Trial:
             self.say(f"external cluster at {cluster.bootstrap_servers}")
         else:
             what = getattr(getattr(cluster, "system", None), "name", "apache-kafka")
-            if what == "apache-kafka":
+            if getattr(cluster, "installed_system", None) is not None:
+                self.say(f"driving {spec.nodes} installed {what} nodes (nothing uploaded)...")
+            elif what == "apache-kafka":
                 self.say(f"starting {spec.nodes} Kafka nodes ({spec.profile} profile)...")
             else:
                 self.say(f"starting {spec.nodes} {what} nodes...")
@@ -569,6 +571,14 @@ class Trial:
             from .clusters.ssh import SshCluster
             from .clusters.sshconn import SshOptions, parse_hosts
 
+            if spec.system_spec:  # a system installed on the hosts (clusters/installed.py)
+                from .clusters.installed import InstalledSshCluster, load_installed
+
+                return InstalledSshCluster(
+                    parse_hosts(spec.ssh_nodes),
+                    load_installed(spec.system_spec),
+                    SshOptions(**spec.ssh),
+                )
             return SshCluster(
                 parse_hosts(spec.ssh_nodes), SshOptions(**spec.ssh), system=build_system(spec)
             )

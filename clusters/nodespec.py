@@ -28,6 +28,12 @@ pass through untouched (a lower-case `${var}` would not: spell it `$var`):
 (The advertised address is a Toxiproxy's when one fronts the node.) The spec is
 checked when it is loaded (unknown keys, a missing image or client port,
 unknown placeholders) and each problem names the file and the key.
+
+A spec with an ``[installed]`` table and no image describes a system already installed
+on `--cluster ssh` hosts instead (start/stop commands or a systemd unit, how to find the
+pid, a memory cgroup, log files): that table is read and driven by clusters/installed.py,
+with placeholders of its own; the container keys (command, environment, ...) are then
+refused.
 """
 
 from __future__ import annotations
@@ -42,11 +48,14 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Unsupported
 from .kafka_config import NodeAddr, Ports, new_cluster_id
 from .system import ClientProfile, Container, Layout, NodePaths, SystemDefaults
+
+if TYPE_CHECKING:
+    from .installed import InstalledSpec
 
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 NODE_KEYS = (
@@ -82,7 +91,10 @@ TOP_KEYS = {
     "ready": dict,
     "faults": dict,
     "profile": dict,
+    "installed": dict,
 }
+# what only a container image uses: refused in a spec of an installed system (no image)
+IMAGE_KEYS = ("command", "entrypoint", "environment", "lists", "data_dir", "pull", "exec")
 READY_KEYS = {
     "registers_brokers": bool,
     "probe_topic": bool,
@@ -123,6 +135,8 @@ class NodeSpec:
     ready_command: tuple[str, ...] | None = None
     unsupported: Mapping[str, str] = field(default_factory=dict)
     profile: ClientProfile = field(default_factory=lambda: ClientProfile("plain"))
+    # [installed]: how to drive a system already installed on SSH hosts (clusters/installed.py)
+    installed: InstalledSpec | None = None
 
     @property
     def client_port(self) -> int:
@@ -171,9 +185,22 @@ def _str_table(where: str, table: Mapping[str, Any]) -> dict[str, str]:
 def parse_spec(raw: Mapping[str, Any], path: str = "<spec>") -> NodeSpec:
     """A NodeSpec from a parsed TOML table (pure); SpecError on anything unusable."""
     _typed(f"node spec {path}", raw, TOP_KEYS)
-    for key in ("name", "image"):
+    required = ("name",) if "installed" in raw else ("name", "image")
+    for key in required:
         if not raw.get(key):
-            raise SpecError(f'node spec {path}: `{key}` is required (e.g. {key} = "...")')
+            hint = " or an [installed] table (a system installed on --cluster ssh hosts)"
+            raise SpecError(
+                f'node spec {path}: `{key}` is required (e.g. {key} = "...")'
+                + (hint if key == "image" else "")
+            )
+    if "image" not in raw:
+        for key in IMAGE_KEYS:
+            if key in raw:
+                raise SpecError(
+                    f"node spec {path}: {key} describes a container image, and this spec has "
+                    "none: an installed system is started by installed.start (or "
+                    "installed.systemd_unit)"
+                )
     ports_raw = raw.get("ports", {})
     ports: dict[str, int] = {}
     for k, v in ports_raw.items():
@@ -208,7 +235,7 @@ def parse_spec(raw: Mapping[str, Any], path: str = "<spec>") -> NodeSpec:
     spec = NodeSpec(
         path=path,
         name=raw["name"],
-        image=raw["image"],
+        image=raw.get("image", ""),
         ports=ports,
         command=_strings(f"node spec {path}: command", raw["command"])
         if "command" in raw
@@ -238,6 +265,12 @@ def parse_spec(raw: Mapping[str, Any], path: str = "<spec>") -> NodeSpec:
         profile=profile,
     )
     _check_placeholders(spec)
+    if "installed" in raw:
+        from dataclasses import replace
+
+        from .installed import parse_installed
+
+        spec = replace(spec, installed=parse_installed(raw["installed"], spec))
     return spec
 
 

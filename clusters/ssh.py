@@ -20,6 +20,10 @@ killed ktrial leaves, ``ktrial cluster clean --cluster ssh --node ...`` removes
 (clusters/sshclean.py). A host that stops answering is retried with backoff; each
 outage and its end are recorded in the history once a recorder is attached, and an
 operation that still fails is a ``harness-error`` (the run cannot be VALID).
+
+A system already installed on the hosts (a node spec's ``[installed]`` table) is driven
+by clusters/installed.py, whose node and cluster are these with its own pid lookup
+(`SshNode._finder`), start, stop and teardown.
 """
 
 from __future__ import annotations
@@ -150,6 +154,11 @@ class SshNode(BrokerNode):
 
     # ------------------------------------------------------------ remote calls
 
+    def _finder(self) -> str | None:
+        """The sh function ``kt_find`` finding the broker's pid on the host (None: this
+        run's own, from its pid file and run marker; an installed system has its own)."""
+        return None
+
     def _run(self, body: str, what: str, timeout: float = 60.0, check: bool = True) -> str:
         return self.ssh.out(body, timeout=timeout, check=check, what=f"{self.name}: {what}")
 
@@ -158,7 +167,10 @@ class SshNode(BrokerNode):
         run: one round trip. Kept for a `process_state()` right after (ensure_running
         asks whether it runs, then whether it is paused) unless this node acted since."""
         st = R.parse_pid_state(
-            self._run(R.node_state_script(str(self.work_dir), self.cluster.run_id), "state")
+            self._run(
+                R.node_state_script(str(self.work_dir), self.cluster.run_id, self._finder()),
+                "state",
+            )
         )
         if st is not None:
             self._pid = st[0]
@@ -276,7 +288,13 @@ class SshNode(BrokerNode):
         self._seen = None
         proc = self.ssh.run(
             R.node_signal_script(
-                str(self.work_dir), self.cluster.run_id, sig, wait, timeout, cont_first
+                str(self.work_dir),
+                self.cluster.run_id,
+                sig,
+                wait,
+                timeout,
+                cont_first,
+                self._finder(),
             ),
             timeout=timeout + 30,
             check=False,
@@ -374,7 +392,9 @@ class SshNode(BrokerNode):
     def memory_sample(self) -> dict[str, int | None] | None:
         """The node-stats figures of the running broker, read on its host in one round
         trip (None: not running)."""
-        script = R.node_sample_script(str(self.work_dir), self.cluster.run_id, self.cgroup_path)
+        script = R.node_sample_script(
+            str(self.work_dir), self.cluster.run_id, self.cgroup_path, self._finder()
+        )
         return R.parse_node_sample(self.ssh.out(script, timeout=30))
 
     def state(self) -> dict[str, Any]:

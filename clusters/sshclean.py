@@ -4,7 +4,12 @@ On each host, over SSH, it looks for exactly what the ssh backend makes (see
 clusters/sshremote.py): run directories ``<root>/runs/<runid>/`` with their owner file,
 processes with ``KTRIAL_RUN=<runid>`` and ``KTRIAL_NODE=<node>`` in their environment
 (the broker, a balloon), memory cgroups ``ktrial-<runid>-n<i>`` at the root of the
-memory hierarchy, and iptables rules commented ``ktrial-nemesis:<pid>:...``.
+memory hierarchy, and iptables rules commented ``ktrial-nemesis:<pid>:...``. A run that
+drove an installed system (clusters/installed.py) left ``n<i>/restore.sh`` in its run
+directory: for a dead run it is run (it resumes the installed broker, writes back its
+cgroup's limits, kills the run's balloons there and starts the broker if it is down)
+before the directory goes. The installed broker itself carries no ktrial marker: clean
+never stops it.
 
 A run is dead when its owner is: the state record on this control machine names its
 owner process (pid and start time), else the host's owner file names the control
@@ -33,6 +38,7 @@ from .sshconn import CONTROL_PREFIX, HostUnreachable, RemoteError, SshHost
 
 RULE_RE = re.compile(r"--comment \"?ktrial-nemesis:([1-9][0-9]{0,9}):[A-Za-z0-9_.:-]+\"?")
 CGROUP_RE = re.compile(r"/ktrial-([0-9a-f]{6})-(n[0-9]{1,3})$")
+RESTORE_MARK = "# ktrial: restore an installed node\n"  # such an item may start a broker: slow
 
 
 def scan_script(root: str) -> str:
@@ -42,6 +48,10 @@ def scan_script(root: str) -> str:
         '  [ -d "$d" ] || continue\n'
         '  nodes=$(cd "$d" && ls -d n[0-9]* 2>/dev/null | tr "\\n" ",")\n'
         '  echo "run ${d##*/} ${nodes:-,} $(head -n 1 "$d/owner" 2>/dev/null)"\n'
+        '  for r in "$d"/n[0-9]*/restore.sh; do\n'
+        '    [ -f "$r" ] && [ ! -L "$r" ] && n=${r%/restore.sh} && '
+        'echo "restore ${d##*/} ${n##*/}"\n'
+        "  done\n"
         "done\n"
         "for p in /proc/[0-9]*; do\n"
         "  pid=${p#/proc/}\n"
@@ -66,6 +76,7 @@ class HostScan:
     procs: list[tuple[int, str, str, str]] = field(default_factory=list)  # pid, rid, node, comm
     cgroups: list[tuple[str, str, str]] = field(default_factory=list)  # path, rid, node
     rules: list[tuple[str, int]] = field(default_factory=list)  # iptables-save line, owner pid
+    restores: list[tuple[str, str]] = field(default_factory=list)  # rid, node with restore.sh
 
 
 def parse_scan(text: str) -> HostScan:
@@ -85,6 +96,10 @@ def parse_scan(text: str) -> HostScan:
         elif kind == "cgroup":
             if m := CGROUP_RE.search(rest):
                 s.cgroups.append((rest, m.group(1), m.group(2)))
+        elif kind == "restore":
+            f = rest.split()
+            if len(f) == 2 and R.RUN_ID_RE.match(f[0]) and R.NODE_RE.match(f[1]):
+                s.restores.append((f[0], f[1]))
         elif kind == "rule" and rest.startswith("-A ") and (m := RULE_RE.search(rest)):
             s.rules.append((rest, int(m.group(1))))
     return s
@@ -160,6 +175,15 @@ def plan_host(host: SshHost, root: str, all_: bool, here: str | None = None) -> 
                     f"iptables -w -D {shlex.join(argv)}",
                 )
             )
+    for rid, node in scan.restores:
+        if verdict.get(rid):
+            plan.items.append(
+                (
+                    f"restore of installed {node} on {host.name} (run {rid}): resume it, its "
+                    "cgroup limits as found, start it if down",
+                    restore_item(root, rid, node),
+                )
+            )
     for rid in sorted(scan.runs):
         if verdict.get(rid):
             plan.items.append(
@@ -167,6 +191,18 @@ def plan_host(host: SshHost, root: str, all_: bool, here: str | None = None) -> 
             )
             plan.runs.append(rid)
     return plan
+
+
+def restore_item(root: str, rid: str, node: str) -> str:
+    """sh running a dead run's ``restore.sh`` of `node`, only if it is a root-owned regular
+    file (what the run wrote as root), never through a link."""
+    f = R.q(f"{R.run_dir(root, rid)}/{node}/restore.sh")
+    return (
+        RESTORE_MARK + f"f={f}\n"
+        '[ -f "$f" ] && [ ! -L "$f" ] && [ "$(stat -c %u "$f")" = 0 ] || '
+        '{ echo "$f is not a file ktrial wrote" >&2; exit 3; }\n'
+        'sh "$f"\n'
+    )
 
 
 def _state_lists(rid: str, host: str, node: str) -> bool:
@@ -197,7 +233,7 @@ def clean(
                 done.append(what)
                 continue
             try:
-                h.run(sh, timeout=60, what=what)
+                h.run(sh, timeout=3700 if sh.startswith(RESTORE_MARK) else 60, what=what)
                 done.append(what)
             except (HostUnreachable, RemoteError) as e:
                 problems.append(str(e))

@@ -213,8 +213,24 @@ def start_script(
     )
 
 
+def own_broker_finder(work: str, run_id: str) -> str:
+    """The sh function ``kt_find`` the node scripts use: print the pid of the broker this
+    run started (its pid file in `work`, checked to carry the run's marker), fail when
+    there is none. An installed system brings its own (clusters/installed.py)."""
+    return (
+        f'kt_find() {{ p=$(cat {q(work)}/broker.pid 2>/dev/null) && kt_alive "$p" '
+        f'&& kt_ours "$p" {q(check_run_id(run_id))} && echo "$p"; }}\n'
+    )
+
+
 def node_signal_script(
-    work: str, run_id: str, sig: str, wait: str, timeout_s: float, cont_first: bool = False
+    work: str,
+    run_id: str,
+    sig: str,
+    wait: str,
+    timeout_s: float,
+    cont_first: bool = False,
+    finder: str | None = None,
 ) -> str:
     """One round trip for a process fault: find the node's broker (its pid file, checked
     to be ours), SIGCONT it first if `cont_first` (a stopped broker ignores TERM until
@@ -231,21 +247,19 @@ def node_signal_script(
         "": "",
     }
     return script(
-        f"p=$(cat {q(work)}/broker.pid 2>/dev/null) || exit {NOT_RUNNING}\n"
-        f'kt_alive "$p" && kt_ours "$p" {q(check_run_id(run_id))} || exit {NOT_RUNNING}\n'
-        'echo "$p"\n'
+        (finder or own_broker_finder(work, run_id))
+        + f'p=$(kt_find) || exit {NOT_RUNNING}\necho "$p"\n'
         + ('kill -CONT "$p"\n' if cont_first else "")
         + f'kill -{sig} "$p"\n'
         + waits[wait]
     )
 
 
-def node_state_script(work: str, run_id: str) -> str:
+def node_state_script(work: str, run_id: str, finder: str | None = None) -> str:
     """Print "<pid> <state>" of the node's broker (T only once every thread stopped, as
     `kt_stopped` sees it), nothing when it does not run: one round trip."""
     return script(
-        f"p=$(cat {q(work)}/broker.pid 2>/dev/null) || exit 0\n"
-        f'kt_alive "$p" && kt_ours "$p" {q(check_run_id(run_id))} || exit 0\n'
+        (finder or own_broker_finder(work, run_id)) + "p=$(kt_find) || exit 0\n"
         'st=$(kt_state "$p"); kt_stopped "$p" && st=T\necho "$p $st"\n'
     )
 
@@ -316,7 +330,9 @@ SAMPLE_SECTIONS = (
 )  # fmt: skip
 
 
-def node_sample_script(work: str, run_id: str, cgroup: str | None) -> str:
+def node_sample_script(
+    work: str, run_id: str, cgroup: str | None, finder: str | None = None
+) -> str:
     """Everything one node-stats sample needs, in one round trip: the node's broker (its
     pid file, checked to be ours; nothing printed when it does not run), its VmRSS and
     RssAnon, /proc/<pid>/stat (CPU, major faults) and CLK_TCK, the command line and the
@@ -325,8 +341,7 @@ def node_sample_script(work: str, run_id: str, cgroup: str | None) -> str:
     sections (parse_node_sample)."""
     cg = q(cgroup) if cgroup else "/nonexistent"
     return script(
-        f"p=$(cat {q(work)}/broker.pid 2>/dev/null) || exit 0\n"
-        f'kt_alive "$p" && kt_ours "$p" {q(check_run_id(run_id))} || exit 0\n'
+        (finder or own_broker_finder(work, run_id)) + "p=$(kt_find) || exit 0\n"
         'echo "#pid"; echo "$p"\n'
         "echo '#status'; grep -E '^(VmRSS|RssAnon):' /proc/$p/status 2>/dev/null\n"
         "echo '#stat'; cat /proc/$p/stat 2>/dev/null\n"

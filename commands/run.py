@@ -334,9 +334,11 @@ def _driver_mix(text: str, workload: str, driver: str | None) -> list[str]:
     default=None,
     metavar="FILE",
     type=click.Path(dir_okay=False),
-    help="With --cluster docker: run any broker image, as a node spec (TOML: image, ports, "
-    "per-node environment, start command, readiness, client profile) describes it; "
-    "systems/specs/ has examples (docs/systems.md, 'Any broker image').",
+    help="A system described by a node spec (TOML: ports, readiness, client profile, ...). "
+    "With --cluster docker: any broker image (image, per-node environment, start command; "
+    "systems/specs/ has examples, docs/systems.md). With --cluster ssh: a system already "
+    "installed on the --node hosts, driven as found through the spec's [installed] table "
+    "(start/stop commands or a systemd unit, pid, memory cgroup, logs; docs/clusters.md).",
 )
 @click.option(
     "--kafka-version",
@@ -404,7 +406,7 @@ def _driver_mix(text: str, workload: str, driver: str | None) -> list[str]:
     type=click.Choice(["confluent", "franz", "java"]),
     default=None,
     help="Kafka client: confluent (librdkafka), franz (franz-go worker) or java"
-    " (kafka-clients worker); the workers run queue and copy, not txn-cost (docs/drivers.md)."
+    " (kafka-clients worker); every workload runs on each (docs/drivers.md)."
     " [default: confluent]",
 )
 @click.option(
@@ -707,25 +709,64 @@ def _system_profile(kw: dict[str, Any], wopts: dict[str, Any]) -> None:
         )
     if not spec_file:
         return
-    if cluster != "docker":
+    if cluster not in ("docker", "ssh"):
         raise click.UsageError(
-            f"--system-spec describes a container image: it needs --cluster docker, "
-            f"not --cluster {cluster}"
+            f"--system-spec describes a container image: it needs --cluster docker (or, "
+            f"with an [installed] table, a system installed on --cluster ssh hosts), not "
+            f"--cluster {cluster}"
         )
     if system != "kafka":
         raise click.UsageError("--system-spec and --system kfake exclude each other")
     from ..clusters.nodespec import SpecError, load_spec
 
     try:
-        profile = load_spec(spec_file).profile
+        node_spec = load_spec(spec_file)
+        if cluster == "ssh":
+            _installed_fits(kw, node_spec)
+        elif not node_spec.image:
+            raise SpecError(
+                f"node spec {node_spec.path} describes a system installed on hosts (an "
+                "[installed] table, no image): run it with --cluster ssh --node ..."
+            )
     except SpecError as e:
         raise click.BadParameter(str(e), param_hint="--system-spec") from None
+    profile = node_spec.profile
     for key, settings in (
         ("producer_config", profile.producer),
         ("consumer_config", profile.consumer),
     ):
         if settings:
             wopts[key] = {**settings, **wopts.get(key, {})}
+
+
+def _installed_fits(kw: dict[str, Any], node_spec: Any) -> None:
+    """--cluster ssh --system-spec: the spec has an [installed] table with one broker id
+    per --node host, and no flag asks to configure brokers ktrial does not start."""
+    from ..clusters.installed import check_hosts, load_installed
+    from ..clusters.sshconn import parse_hosts
+
+    load_installed(node_spec.path)  # SpecError without [installed]
+    try:
+        n_hosts = len(parse_hosts(kw.get("ssh_nodes") or ""))
+    except ValueError:
+        n_hosts = 0  # --node's own check says what is wrong
+    if n_hosts:
+        check_hosts(node_spec, n_hosts)
+    given = [
+        flag
+        for flag, on in (
+            ("--profile", kw.get("profile", "safe") != "safe"),
+            ("--broker-config", bool(kw.get("broker_config"))),
+            ("--heap-mb", kw.get("heap_mb", 512) != 512),
+        )
+        if on
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} {'configures' if len(given) == 1 else 'configure'} the "
+            "brokers ktrial starts; an installed system "
+            f"(--system-spec {node_spec.path}) runs as its admin configured it"
+        )
 
 
 def _transaction_version(kw: dict[str, Any]) -> int | None:
@@ -788,6 +829,15 @@ def check_faults_fit(spec: TrialSpec, nem: NemesisOptions) -> None:
         refused = {f: why for f, why in limits.items() if f in families}
         refused.update(refusals(families, limits))
     system = None
+    if spec.cluster == "ssh" and spec.system_spec:
+        from ..clusters.installed import load_installed
+
+        try:
+            limits = load_installed(spec.system_spec).fault_limits()
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--system-spec") from None
+        refused = {f: why for f, why in limits.items() if f in families}
+        refused.update(refusals(families, limits))
     if spec.cluster in ("local", "docker", "kfake"):
         try:
             system = build_system(spec)
@@ -824,6 +874,12 @@ def plan_lines(spec: TrialSpec, seed: int, workload_opts: Any) -> list[str]:
         cluster += f"; hooks: {hooks}"
     elif system_name(spec) == "kfake":
         cluster = f"kfake (franz-go), {spec.nodes} nodes ({', '.join(names or [])}) in one process"
+    elif spec.system_spec and spec.cluster == "ssh":
+        cluster = (
+            f"ssh, {spec.nodes} nodes ({', '.join(names or [])}) on hosts {spec.ssh_nodes} over "
+            f"SSH as {spec.ssh.get('user', 'root')}: the system installed there, driven as "
+            f"node spec {spec.system_spec} says (nothing uploaded; left running as found)"
+        )
     elif spec.system_spec:
         cluster = (
             f"{spec.cluster}, {spec.nodes} nodes ({', '.join(names or [])}), "

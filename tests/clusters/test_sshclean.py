@@ -56,3 +56,31 @@ def test_owner_from_the_hosts_owner_file(state_dir: Path) -> None:
     alive, why = sshclean.owner_state("a1b2c3", f"elsewhere {os.getpid()} 5", here)
     assert alive is None and "elsewhere" in why
     assert sshclean.owner_state("a1b2c3", "garbage", here)[0] is None
+
+
+class ScanHost:
+    """A host whose scan finds a dead run that drove an installed system."""
+
+    name = "h1"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def out(self, script: str, **kw: object) -> str:
+        return self.text
+
+
+def test_a_dead_installed_run_is_restored_before_its_directory_goes(state_dir: Path) -> None:
+    here = socket.gethostname()
+    scan = f"run a1b2c3 n2, {here} {2**22 + 7} 5\nrestore a1b2c3 n2\n"
+    plan = sshclean.plan_host(ScanHost(scan), "/var/tmp/ktrial", False, here)  # type: ignore[arg-type]
+    what = [w for w, _ in plan.items]
+    assert what[0].startswith("restore of installed n2 on h1 (run a1b2c3)")
+    assert what[1] == "dir /var/tmp/ktrial/runs/a1b2c3 on h1"
+    assert plan.items[0][1].startswith(sshclean.RESTORE_MARK)
+    assert "/var/tmp/ktrial/runs/a1b2c3/n2/restore.sh" in plan.items[0][1]
+    # a live owner: nothing restored (its own teardown puts the nodes back)
+    me = statemod.owner_fields()
+    scan = f"run a1b2c3 n2, {here} {me['owner_pid']} {me['owner_start']}\nrestore a1b2c3 n2\n"
+    plan = sshclean.plan_host(ScanHost(scan), "/var/tmp/ktrial", False, here)  # type: ignore[arg-type]
+    assert plan.items == [] and plan.refused
