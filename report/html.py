@@ -982,6 +982,7 @@ WORKLOAD_KEYS = (
     "crash_clients",
     "max_txn_len",
     "poll_ms",
+    "txn_poll_ms",
 )
 
 

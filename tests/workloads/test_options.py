@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import pytest
 from ktrial.commands.run import parse_overrides
 from ktrial.workloads import make_workload
 from ktrial.workloads.confluent import DriverConfig
 from ktrial.workloads.options import workload_options
-from ktrial.workloads.queue import QueueOptions, key_layout
+from ktrial.workloads.queue import QueueOptions, QueueWorkload, key_layout
+
+# the default wait of a poll inside a transaction (QueueOptions.txn_poll_ms)
+TXN_POLL_MS = 20
 
 
 def test_unknown_options_are_refused_with_the_known_ones() -> None:
@@ -69,3 +74,33 @@ def test_client_configs_a_careful_tester_chooses() -> None:
         bootstrap="b:1", keys=key_layout("t", 1, 1), group_id="g", idempotence=False
     ).producer_config()
     assert plain["enable.idempotence"] is False and "transaction.timeout.ms" not in plain
+
+
+class _Cluster:
+    """Just enough of a cluster for QueueWorkload.setup (no broker is contacted)."""
+
+    bootstrap_servers = "unused:9092"
+
+    def create_topics(self, topics: dict[str, int], replication_factor: int = 3) -> None:
+        pass
+
+
+@pytest.mark.parametrize("driver", ["confluent", "franz"])
+def test_polls_of_a_txn_run_wait_txn_poll_ms(
+    driver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every poll of a txn run is inside a transaction and waits txn_poll_ms; a run without
+    transactions waits poll_ms. Both are recorded in test.json's workload_options."""
+    worker = tmp_path / "w"
+    worker.write_text("#!/bin/sh\n")
+    worker.chmod(0o755)
+    monkeypatch.setenv("KTRIAL_WORKER_FRANZ", str(worker))  # built or not
+    defaults = QueueOptions()
+    assert defaults.poll_ms == 100 and defaults.txn_poll_ms == TXN_POLL_MS
+    for txn, want in ((True, 7), (False, 90)):
+        opts = {"txn": txn, "poll_ms": 90, "txn_poll_ms": 7, "driver": driver}
+        wl = QueueWorkload(QueueOptions.from_dict(opts), 1)
+        meta = wl.setup(_Cluster())  # type: ignore[arg-type]
+        assert wl.cfg is not None and wl.cfg.poll_ms == want
+        assert meta["workload_options"]["txn_poll_ms"] == 7
+        assert meta["workload_options"]["poll_ms"] == 90

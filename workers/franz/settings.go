@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // setting turns one configuration value into client options.
@@ -111,6 +114,39 @@ var settings = map[string]setting{
 	"metadata.min.age.ms":                millis(kgo.MetadataMinAge),
 	"request.timeout.overhead.ms":        millis(kgo.RequestTimeoutOverhead),
 	"retry.timeout.ms":                   millis(kgo.RetryTimeout),
+	// the worker process's Go scheduler: how many threads run Go code at once (0: the
+	// Go default, one per CPU). Not a Kafka property. ktrial sets 1: a run has one
+	// worker per logical process, and 64 of them with 2 each on 2 cores measured 769-805
+	// sends+polls/s against 1,071 with 1 on the same cluster (bench/RESULTS.md, TXNPERF).
+	"gomaxprocs": func(v any) ([]kgo.Opt, error) {
+		n, err := number(v)
+		if err != nil || n < 0 || n != float64(int(n)) {
+			return nil, fmt.Errorf("want a whole number >= 0")
+		}
+		if n > 0 {
+			runtime.GOMAXPROCS(int(n))
+		}
+		return nil, nil
+	},
+	// the transaction protocol: 2 (franz-go's default where the cluster finalised
+	// transaction.version 2, KIP-890) or 1, the protocol before it (explicit
+	// AddPartitionsToTxn / AddOffsetsToTxn, no epoch bump per transaction)
+	"transaction.version": func(v any) ([]kgo.Opt, error) {
+		switch fmt.Sprint(v) {
+		case "2":
+			return nil, nil
+		case "1":
+			// franz-go speaks v2 only with Produce v12+, EndTxn v5+ and
+			// TxnOffsetCommit v5+: capping all three keeps every request at its
+			// version-1 wire form
+			vs := kversion.Stable()
+			vs.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+			vs.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+			vs.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+			return []kgo.Opt{kgo.MaxVersions(vs)}, nil
+		}
+		return nil, fmt.Errorf("want 1 or 2")
+	},
 }
 
 func number(v any) (float64, error) {

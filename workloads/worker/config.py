@@ -42,9 +42,14 @@ FRANZ_PRODUCER_CONFIG: dict[str, Any] = {
     # only after a metadata refresh, and refreshes at most every metadata.min.age.ms
     # (default 5 s): every transaction begun right after a commit stalled 5 s.
     "metadata.min.age.ms": 100,
+    # The worker's Go scheduler threads (not a Kafka property): one worker per logical
+    # process, and 64 of them at Go's default (one per CPU) ran 769-805 sends+polls/s,
+    # at 1 1,071, same cluster (bench/RESULTS.md, TXNPERF).
+    "gomaxprocs": 1,
 }
 FRANZ_TXN_PRODUCER_CONFIG: dict[str, Any] = {"transaction.timeout.ms": 10000}
 FRANZ_CONSUMER_CONFIG: dict[str, Any] = {
+    "gomaxprocs": 1,  # as the producer's: a consumer-only worker (the drain) has no producer
     "isolation.level": "read_committed",
     "auto.offset.reset": "earliest",
     "fetch.max.wait.ms": 500,

@@ -38,6 +38,11 @@ def test_franz_settings_are_the_careful_defaults_with_overrides() -> None:
         "transaction.timeout.ms"
         not in WorkerConfig(bootstrap="b", keys=KEYS, group_id="g").producer_config()
     )
+    # one Go scheduler thread per franz worker (bench/RESULTS.md, TXNPERF), the drain's
+    # consumer-only workers included; java has no such setting
+    assert s["gomaxprocs"] == 1 and cfg.settings(True, False)["gomaxprocs"] == 1
+    java = WorkerConfig(bootstrap="b", keys=KEYS, group_id="g", worker="java")
+    assert "gomaxprocs" not in java.settings(True, True)
 
 
 def fake_program(tmp_path: Path) -> Path:
