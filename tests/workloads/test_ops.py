@@ -219,7 +219,7 @@ def test_the_completion_values_any_driver_produces() -> None:
     [
         ("commit", Boom("x"), ("info", True)),
         ("abort", Boom("x", refusal=True), ("info", True)),
-        ("begin", Boom("x"), ("fail", False)),
+        ("begin", Boom("x"), ("fail", True)),  # nothing sent; a fresh producer all the same
         ("begin", Boom("x", fatal=True), ("info", True)),
         ("send", Boom("x", refusal=True), ("fail", False)),
         ("send", Boom("x", fatal=True, refusal=True), ("fail", True)),
