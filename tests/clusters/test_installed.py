@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ktrial.clusters import installed as I
@@ -169,8 +169,8 @@ def _node(tmp_path: Path, install: Path, **table: Any) -> tuple[I.InstalledNode,
     cluster.save_state = lambda *a, **k: None  # type: ignore[method-assign]
     host = LocalHost()
     node = I.InstalledNode(
-        cluster, 1, host, "127.0.0.1", str(tmp_path / "n1"), 1, Ports(9092, 0, 0)
-    )  # type: ignore[arg-type]
+        cluster, 1, cast(Any, host), "127.0.0.1", str(tmp_path / "n1"), 1, Ports(9092, 0, 0)
+    )
     node.commands = I.commands_for(
         system.installed, I.node_values(system.spec, 1, 1, "h1", "127.0.0.1", ["127.0.0.1"])
     )
@@ -384,8 +384,8 @@ def test_the_systemd_form_runs_against_a_stand_in_systemctl(
     cluster = I.InstalledSshCluster([HostSpec("h1")], system, run_id=RID)
     cluster.save_state = lambda *a, **k: None  # type: ignore[method-assign]
     node = I.InstalledNode(
-        cluster, 1, LocalHost(), "127.0.0.1", str(tmp_path / "n1"), 1, Ports(9092, 0, 0)
-    )  # type: ignore[arg-type]
+        cluster, 1, cast(Any, LocalHost()), "127.0.0.1", str(tmp_path / "n1"), 1, Ports(9092, 0, 0)
+    )
     node.commands = I.commands_for(
         system.installed, I.node_values(system.spec, 1, 1, "h1", "127.0.0.1", ["127.0.0.1"])
     )
@@ -438,8 +438,14 @@ def test_broker_ids_that_do_not_match_the_metadata_stop_readiness_at_once(
     for i in (2, 3):
         cluster._nodes.append(
             I.InstalledNode(
-                cluster, i, LocalHost(), "127.0.0.1", str(tmp_path / f"n{i}"), i, Ports(9092, 0, 0)
-            )  # type: ignore[arg-type]
+                cluster,
+                i,
+                cast(Any, LocalHost()),
+                "127.0.0.1",
+                str(tmp_path / f"n{i}"),
+                i,
+                Ports(9092, 0, 0),
+            )
         )
     md = SimpleNamespace(brokers={0: "a", 1: "b", 2: "c"}, topics={})
     admin = SimpleNamespace(list_topics=lambda timeout: md)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -34,7 +34,7 @@ from ktrial.histories.jsonl import HistoryWriter, read_history
 from ktrial.histories.recorder import Recorder
 from ktrial.workloads.confluent import ConfluentDriver, DriverConfig
 from ktrial.workloads.drain import drain
-from ktrial.workloads.driver import Driver, KeyMap, TopicPartition
+from ktrial.workloads.driver import Driver, DriverFactory, KeyMap, TopicPartition
 from ktrial.workloads.slot import Slot
 from ktrial.workloads.tracker import OffsetTracker
 from ktrial.workloads.worker import WorkerConfig, WorkerDriver, worker_program
@@ -117,7 +117,7 @@ class Producer:
             factory = lambda p, s: WorkerDriver(wcfg, p, s, consume=False)  # noqa: E731
         self.value = 0
         self.stop = threading.Event()  # the sender's, and the slot's: no reopening after it
-        self.slot = Slot(self.rec, factory, 0, self.stop)
+        self.slot = Slot(self.rec, cast(DriverFactory, factory), 0, self.stop)
         give_up = threading.Timer(60.0, self.stop.set)  # a slot retries opening until stopped
         give_up.start()
         try:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import confluent_kafka as ck
 import pytest
 from ktrial.histories.store import create_run, load_json
 from ktrial.trial import run_workload
 from ktrial.workloads import make_workload
-from ktrial.workloads.txn_cost import format_table
+from ktrial.workloads.txn_cost import TxnCostWorkload, format_table
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,7 @@ def test_txn_cost_on_a_worker_driver_pads_records_and_is_valid(
         "message_bytes": 300,
         "seconds_per_cell": 2,
     }
-    wl = make_workload("txn-cost", opts, 5)
+    wl = cast(TxnCostWorkload, make_workload("txn-cost", opts, 5))
     rd = create_run(tmp_path / "store", f"txn-cost-{driver}")
     out = run_workload(local_cluster, wl, rd, 5, time_limit=90, drain_timeout=40)
     assert out.error is None, out.error
