@@ -67,8 +67,7 @@ from .kafka_config import Ports
 from .nodebase import READY_TOPIC, NodeStateError
 from .nodespec import PLACEHOLDER, NodeSpec, SpecError, SpecSystem, render
 from .ssh import SshCluster, SshNode, _address
-from .sshconn import HostSpec, HostUnreachable, RemoteError, SshHost, SshOptions, close_all
-from .sshconn import control_dir as make_control_dir
+from .sshconn import HostSpec, HostUnreachable, RemoteError, SshHost, SshOptions
 
 log = logging.getLogger(__name__)
 
@@ -758,14 +757,7 @@ class InstalledSshCluster(SshCluster):
         stack = self._stack
         self.state_file.write(self._state_dict("starting"))
         stack.callback(self.state_file.remove)
-        self.control_dir = make_control_dir(self.run_id)
-        self.ssh_hosts = [
-            SshHost(h, self.ssh_options, self.control_dir, self.retry_for) for h in self.hosts
-        ]
-        stack.callback(close_all, self.ssh_hosts, self.control_dir)
-        for h in self.ssh_hosts:
-            h.on_unreachable = self._host_event
-            h.on_gave_up = self._gave_up
+        self._connect_hosts(stack)
         inst = self.installed_system.installed
         spec = self.spec
         ports = Ports(

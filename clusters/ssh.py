@@ -547,6 +547,18 @@ class SshCluster(OwnedCluster[SshNode]):
 
     # ------------------------------------------------------------ start
 
+    def _connect_hosts(self, stack: contextlib.ExitStack) -> None:
+        """One shared SSH connection per host (closed when `stack` unwinds), each
+        reporting outages to the run and giving up through `_gave_up`."""
+        self.control_dir = control_dir(self.run_id)
+        self.ssh_hosts = [
+            SshHost(h, self.ssh_options, self.control_dir, self.retry_for) for h in self.hosts
+        ]
+        stack.callback(close_all, self.ssh_hosts, self.control_dir)
+        for h in self.ssh_hosts:
+            h.on_unreachable = self._host_event
+            h.on_gave_up = self._gave_up
+
     def _start(self, wait: bool) -> None:
         stack = self._stack
         if getattr(self.system, "one_process", False):
@@ -557,14 +569,7 @@ class SshCluster(OwnedCluster[SshNode]):
         self.system.prepare(self.auto_install, log.info)
         self.state_file.write(self._state_dict("starting"))
         stack.callback(self.state_file.remove)
-        self.control_dir = control_dir(self.run_id)
-        self.ssh_hosts = [
-            SshHost(h, self.ssh_options, self.control_dir, self.retry_for) for h in self.hosts
-        ]
-        stack.callback(close_all, self.ssh_hosts, self.control_dir)
-        for h in self.ssh_hosts:
-            h.on_unreachable = self._host_event
-            h.on_gave_up = self._gave_up
+        self._connect_hosts(stack)
         for i, h in enumerate(self.ssh_hosts, start=1):
             wd = f"{R.run_dir(self.root, self.run_id)}/n{i}"
             self._nodes.append(SshNode(self, i, h, _address(h.name), wd))
