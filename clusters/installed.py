@@ -66,7 +66,7 @@ from .base import Unsupported
 from .kafka_config import Ports
 from .nodebase import READY_TOPIC, NodeStateError
 from .nodespec import PLACEHOLDER, NodeSpec, SpecError, SpecSystem, render
-from .ssh import SshCluster, SshNode, _address
+from .ssh import SshCluster, SshNode, _address, require_root_and_iptables
 from .sshconn import HostSpec, HostUnreachable, RemoteError, SshHost, SshOptions
 
 log = logging.getLogger(__name__)
@@ -793,14 +793,7 @@ class InstalledSshCluster(SshCluster):
         def prepare(n: SshNode) -> None:
             assert isinstance(n, InstalledNode)
             h = n.ssh
-            info = R.parse_probe(h.out(R.probe_script(), what="probe"))
-            if info.get("uid") != "0":
-                raise ClusterNotReady(
-                    f"{h.name}: commands run as uid {info.get('uid')}, not root: log in as "
-                    "root or as a user with password-less sudo"
-                )
-            if not info.get("iptables"):
-                raise ClusterNotReady(f"{h.name}: no iptables (apt-get install iptables)")
+            require_root_and_iptables(h)
             c = n.cmds
             found = parse_survey(h.out(survey_script(c), what=f"{n.name}: survey"))
             if found.pid is None:

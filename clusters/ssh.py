@@ -134,6 +134,20 @@ def _tar_parts(parts: Sequence[Path]) -> Path:
 # ---------------------------------------------------------------- node
 
 
+def require_root_and_iptables(h: SshHost) -> dict[str, str]:
+    """The host's probe (clusters/sshremote.py); ClusterNotReady unless commands on `h`
+    run as root and iptables is there (every node fault needs both)."""
+    info = R.parse_probe(h.out(R.probe_script(), what="probe"))
+    if info.get("uid") != "0":
+        raise ClusterNotReady(
+            f"{h.name}: commands run as uid {info.get('uid')}, not root: log in as "
+            "root or as a user with password-less sudo"
+        )
+    if not info.get("iptables"):
+        raise ClusterNotReady(f"{h.name}: no iptables (apt-get install iptables)")
+    return info
+
+
 class SshNode(BrokerNode):
     """One broker on one remote host. Implements clusters.base.Node."""
 
@@ -602,14 +616,7 @@ class SshCluster(OwnedCluster[SshNode]):
 
         def prepare(n: SshNode) -> None:
             h = n.ssh
-            info = R.parse_probe(h.out(R.probe_script(), what="probe"))
-            if info.get("uid") != "0":
-                raise ClusterNotReady(
-                    f"{h.name}: commands run as uid {info.get('uid')}, not root: log in as "
-                    "root or as a user with password-less sudo"
-                )
-            if not info.get("iptables"):
-                raise ClusterNotReady(f"{h.name}: no iptables (apt-get install iptables)")
+            info = require_root_and_iptables(h)
             found = h.out(f"command -v {shlex.quote(launcher)} || true").strip()
             if not found:
                 raise ClusterNotReady(f"{h.name}: {launcher} not found (the broker's launcher)")
