@@ -113,4 +113,7 @@ def test_a_leak_in_a_nodes_cgroup_is_memory_growth_and_none_without_it(
     assert set(nodes) == {"n1", "n2", "n3"}
     for name, info in nodes.items():
         assert info["figure"] == "cgroup-anon-minus-heap" and info["window_samples"] >= 5, name
-        assert abs(info["growth_bytes"]) < 64 * MIB, (name, info)
+        # Judged and not flagged. No tighter bound than the checker's own: a broker's
+        # non-heap memory (JIT code, metaspace, buffers) can rise ~75 MiB in 25 s on a
+        # warm node, above the 64 MiB floor but far under the 50% ratio (CI, stop 23).
+        assert info["flagged"] is False, (name, info)
