@@ -56,8 +56,7 @@ from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, WorkerDriver, worker_program
 from .worker import library_version as worker_version
-from .worker.driver import ClientFacts, spares_for
-from .worker.process import Spares
+from .worker.driver import ClientFacts, Pool, spares_for
 
 DRIVERS = ("confluent", *WORKERS)
 
@@ -146,7 +145,7 @@ class CopyWorkload:
         self.progress_cfg: DriverConfig | None = None
         # a worker driver's: what its clients said of themselves, pre-started workers
         self.observed = ClientFacts()
-        self._spares: Spares | None = None
+        self._spares: Pool | None = None
 
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
@@ -228,7 +227,7 @@ class CopyWorkload:
                 )
             )
         if isinstance(self.cfg, WorkerConfig):
-            self._spares = spares_for(self.cfg.worker)
+            self._spares = spares_for(self.cfg, self.observed)
         try:
             for t in threads:
                 t.start()

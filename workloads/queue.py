@@ -31,8 +31,7 @@ from .slot import Slot
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, worker_factory, worker_program
 from .worker import library_version as worker_version
-from .worker.driver import ClientFacts, spares_for
-from .worker.process import Spares
+from .worker.driver import ClientFacts, Pool, spares_for
 
 DRIVERS = ("confluent", *WORKERS)
 
@@ -154,7 +153,7 @@ class QueueWorkload:
         self.process_drivers: dict[int, str] = {}
         # per worker driver, what its clients said of themselves (transaction protocol)
         self.observed: dict[str, ClientFacts] = {}
-        self._spares: list[Spares] = []  # pre-started workers, killed when the run ends
+        self._spares: list[Pool] = []  # pre-started or hosted workers, ended with the run
         self._pd_lock = threading.Lock()
         self.slots: list[Slot] = []
 
@@ -383,10 +382,10 @@ def _library_version(driver: str) -> str | None:
 
 
 def _factory_for(
-    cfg: DriverConfig, stop: threading.Event, observed: ClientFacts, pools: list[Spares]
+    cfg: DriverConfig, stop: threading.Event, observed: ClientFacts, pools: list[Pool]
 ) -> DriverFactory:
     if isinstance(cfg, WorkerConfig):
-        spares = spares_for(cfg.worker)
+        spares = spares_for(cfg, observed)
         if spares is not None:
             pools.append(spares)
         return worker_factory(cfg, stop, observed, spares)

@@ -67,8 +67,7 @@ from .slot import Slot
 from .tracker import OffsetTracker
 from .worker import WORKERS, WorkerConfig, WorkerDriver, WorkerError, worker_program
 from .worker import library_version as worker_version
-from .worker.driver import ClientFacts, spares_for
-from .worker.process import Spares
+from .worker.driver import ClientFacts, Pool, spares_for
 
 # The payload holds the value's decimal digits; a 64-bit value has at most 20.
 MIN_MESSAGE_BYTES = 20
@@ -427,7 +426,7 @@ class PaddedWorkerDriver(WorkerDriver):
         message_bytes: int,
         stop: threading.Event | None = None,
         observed: ClientFacts | None = None,
-        spares: Spares | None = None,
+        spares: Pool | None = None,
         program: list[str] | None = None,
     ) -> None:
         self.message_bytes = message_bytes
@@ -557,7 +556,7 @@ class TxnCostWorkload:
         # a worker driver's: what its clients said of themselves and their call times
         # (all cells: results()["clients"]; per cell: the rows' call_ms), pre-started workers
         self.calls = CallClock()
-        self._spares: Spares | None = None
+        self._spares: Pool | None = None
 
     # ------------------------------------------------------------------------ setup
     def setup(self, cluster: Cluster) -> dict[str, Any]:
@@ -613,7 +612,9 @@ class TxnCostWorkload:
         """Every cell in turn; returns early once the matrix is done (or when `stop` is set)."""
         assert self.bootstrap, "setup() first"
         if self.opts.driver != "confluent" and self._make_factory == self._factory:
-            self._spares = spares_for(self.opts.driver)
+            cfg = self.driver_config(self.opts.producers[0])
+            assert isinstance(cfg, WorkerConfig)
+            self._spares = spares_for(cfg, self.calls)
         try:
             self._run_matrix(recorder, stop)
         finally:

@@ -8,5 +8,8 @@
 here=$(cd "$(dirname "$0")" && pwd)
 cds=""
 [ -f "$here/java/ktrial-java.jsa" ] && cds="-XX:SharedArchiveFile=$here/java/ktrial-java.jsa"
-exec java -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto $cds \
+# With --host one JVM serves several logical processes (docs/drivers.md): more heap.
+heap=256m
+[ "${1:-}" = "--host" ] && heap=1g
+exec java -Xms32m -Xmx$heap -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto $cds \
   $KTRIAL_JAVA_OPTS -jar "$here/java/ktrial-java.jar" "$@"

@@ -75,6 +75,10 @@ JAVA_PRODUCER_CONFIG: dict[str, Any] = {
     "socket.connection.setup.timeout.ms": 5000,
     "metadata.max.age.ms": 10000,
     "max.block.ms": 10000,
+    # Logical processes per JVM (not a Kafka property; HOSTING): 1 runs a JVM per process,
+    # so a crash is a real SIGKILL; more share a JVM (the worker's --host mode), where a
+    # crash is a forced close of that process's clients (docs/drivers.md).
+    "processes_per_jvm": 1,
 }
 JAVA_TXN_PRODUCER_CONFIG: dict[str, Any] = {"transaction.timeout.ms": 10000}
 JAVA_CONSUMER_CONFIG: dict[str, Any] = {
@@ -95,6 +99,9 @@ GROUP_CONSUMER_CONFIG: dict[str, Any] = {
     "heartbeat.interval.ms": 1000,
     "max.poll.interval.ms": 60000,
 }
+# worker -> the setting that puts several logical processes in one worker program
+# (hosted.py); ktrial reads it and does not pass it on to the worker.
+HOSTING = {"java": "processes_per_jvm"}
 # worker -> (producer defaults, transactional producer additions, consumer defaults)
 DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
     "franz": (FRANZ_PRODUCER_CONFIG, FRANZ_TXN_PRODUCER_CONFIG, FRANZ_CONSUMER_CONFIG),
@@ -149,9 +156,27 @@ class WorkerConfig(DriverConfig):
             out.update(self.producer_config())
         if consume:
             out.update(self.consumer_config())
-        for k in ("bootstrap.servers", "group.id"):  # sent as fields of open
-            out.pop(k, None)
+        for k in ("bootstrap.servers", "group.id", HOSTING.get(self.worker)):
+            out.pop(k or "", None)  # sent as fields of open, or ktrial's own
         return out
+
+    def processes_per_host(self) -> int:
+        """How many logical processes share one worker program (java's
+        `processes_per_jvm`, from the producer or consumer settings; 1 for workers
+        without a host mode). A clear ValueError for anything but an integer >= 1."""
+        name = HOSTING.get(self.worker)
+        if name is None:
+            return 1
+        value = {**self.consumer_config(), **self.producer_config()}.get(name, 1)
+        try:
+            n = int(value)
+            if str(n) != str(value).strip() or n < 1:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name} must be an integer >= 1 (logical processes per JVM), got {value!r}"
+            ) from None
+        return n
 
 
 def library_version(name: str) -> str | None:

@@ -24,7 +24,11 @@ from ..ops import Fetched, Last, OpDriver
 from ..rewind import Plan, ReadPositions
 from .config import WorkerConfig, worker_program
 from .errors import RULES, WorkerError
+from .hosted import HostedProcess, HostPool
 from .process import Spares, WorkerProcess
+
+# A pool a logical process takes its worker from: started ahead (Spares) or hosted.
+Pool = Spares | HostPool
 
 # Extra time the Python side waits beyond a call's own timeout before it gives up on
 # the worker (the worker honours the timeout it is given; this covers scheduling).
@@ -44,6 +48,7 @@ class ClientFacts:
         self._lock = threading.Lock()
         self.facts: dict[str, str] = {}
         self.calls: dict[str, list[float]] = {}  # call -> [count, total s, max s]
+        self.hosts: dict[str, int] = {}  # host mode: processes per host, hosts started
 
     def note(self, reply: dict[str, Any]) -> None:
         for fact in self.FACTS:
@@ -58,9 +63,15 @@ class ClientFacts:
             c[1] += seconds
             c[2] = max(c[2], seconds)
 
+    def hosted(self, per_host: int, started: int) -> None:
+        with self._lock:
+            self.hosts = {"processes_per_host": per_host, "hosts_started": started}
+
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = dict(self.facts)
+            if self.hosts:
+                out["hosts"] = dict(self.hosts)
             if self.calls:
                 out["call_ms"] = {
                     call: {
@@ -88,7 +99,7 @@ class WorkerDriver(OpDriver):
         stop: threading.Event | None = None,
         program: list[str] | None = None,
         observed: ClientFacts | None = None,
-        spares: Spares | None = None,
+        spares: Pool | None = None,
     ) -> None:
         self.cfg: WorkerConfig = cfg
         # what the client says of itself (txn_protocol ...) and how long its calls take
@@ -109,6 +120,7 @@ class WorkerDriver(OpDriver):
         # subscribe op's completion has no rebalance_log, and an op starts a fresh one)
         self._carried: list[dict[str, Any]] = []
         name = f"{cfg.worker}-p{process}"
+        self.worker: WorkerProcess | HostedProcess
         if spares is not None and program is None:
             self.worker = spares.take(name)
         else:
@@ -343,17 +355,23 @@ def revoked_failure(moved: list[int]) -> dict[str, Any]:
     }
 
 
-def spares_for(worker: str) -> Spares | None:
-    """A pool of pre-started workers for `worker`, or None when it starts fast anyway."""
-    n = SPARES.get(worker, 0)
-    return Spares([str(worker_program(worker))], n) if n > 0 else None
+def spares_for(cfg: WorkerConfig, observed: ClientFacts | None = None) -> Pool | None:
+    """Where `cfg`'s processes take their workers: hosts of `processes_per_host` processes
+    each when the settings ask for more than one (java's `processes_per_jvm`), else a pool
+    of pre-started workers when the worker starts slowly, else None (started on demand)."""
+    program = [str(worker_program(cfg.worker))]
+    per_host = cfg.processes_per_host()
+    if per_host > 1:
+        return HostPool(program, per_host, observed=observed)
+    n = SPARES.get(cfg.worker, 0)
+    return Spares(program, n) if n > 0 else None
 
 
 def worker_factory(
     cfg: WorkerConfig,
     stop: threading.Event | None = None,
     observed: ClientFacts | None = None,
-    spares: Spares | None = None,
+    spares: Pool | None = None,
 ) -> DriverFactory:
     """Opens a WorkerDriver per process (the queue workload's driver factory); what the
     clients say of themselves (the transaction protocol they use) goes into `observed`;

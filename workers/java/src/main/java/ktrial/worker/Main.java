@@ -14,7 +14,8 @@ import java.util.Map;
 /**
  * ktrial's Java driver worker: one logical process's Kafka client (Apache kafka-clients),
  * driven over JSON lines (docs/drivers.md). One request per line on stdin, exactly one
- * reply per line on stdout, in order. The worker only talks to Kafka: recording, timing,
+ * reply per line on stdout, in order; with {@code --host}, several logical processes in
+ * this JVM over one channel ({@link Host}). The worker only talks to Kafka: recording, timing,
  * retirement and the rewind rules stay on ktrial's side. Logs go to stderr.
  */
 public final class Main {
@@ -60,6 +61,10 @@ public final class Main {
     }
     BufferedReader in =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8), 1 << 20);
+    if (args.length > 0 && args[0].equals("--host")) {
+      new Host(channel).serve(in);
+      return;
+    }
     Worker w = new Worker();
     while (true) {
       String line = in.readLine();

@@ -17,6 +17,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -52,8 +53,9 @@ final class Worker {
   // one second of slack (docs/drivers.md), so the answer still arrives in time.
   private static final long GRACE_MS = 700;
 
-  private KafkaProducer<String, String> producer;
-  private KafkaConsumer<String, String> consumer;
+  // volatile: crash() (host mode) reads them from another thread
+  private volatile KafkaProducer<String, String> producer;
+  private volatile KafkaConsumer<String, String> consumer;
   private boolean txn;
   // open's value_bytes: produced values are space-padded to this many bytes (0: as given)
   private int valueBytes;
@@ -649,6 +651,42 @@ final class Worker {
     }
     consumer = null;
     producer = null;
+  }
+
+  /**
+   * End this process's clients at once, as a killed process would (host mode's
+   * {@code crash}; a process of its own gets SIGKILL instead): the producer is closed with
+   * no time left, so it sends nothing more (no EndTxn, unsent batches dropped); the
+   * consumer is woken from a poll and closed on its call thread (it is not thread-safe)
+   * without leaving its group, so the group notices it only at the session timeout. A call
+   * still running is left to fail; nothing it returns is answered.
+   */
+  void crash() {
+    KafkaProducer<String, String> p = producer;
+    KafkaConsumer<String, String> c = consumer;
+    if (p != null) {
+      try {
+        p.close(Duration.ZERO);
+      } catch (RuntimeException e) {
+        // closing is best effort
+      }
+    }
+    if (c != null) {
+      c.wakeup();
+      try {
+        calls.submit(() -> {
+          try {
+            c.close(CloseOptions.groupMembershipOperation(
+                CloseOptions.GroupMembershipOperation.REMAIN_IN_GROUP).withTimeout(Duration.ZERO));
+          } catch (RuntimeException e) {
+            // closing is best effort
+          }
+        });
+      } catch (java.util.concurrent.RejectedExecutionException e) {
+        // already shut down
+      }
+    }
+    calls.shutdown();
   }
 
   // ------------------------------------------------------------------ the client's state
