@@ -107,7 +107,7 @@ def test_a_program_that_dies_fails_every_process_it_served(log: Path) -> None:
         with pytest.raises(WorkerError) as died:
             ask(a, "die")
         assert died.value.record["fatal"] is True and "exit status" in str(died.value.record)
-        with pytest.raises(WorkerError, match="WorkerDied|gone|ended"):
+        with pytest.raises(WorkerError, match="WorkerDied"):
             ask(b, "echo")
         assert a.dead and b.dead
         c = pool.take("c")  # a new program for the next process
@@ -211,5 +211,5 @@ def test_the_java_host_refuses_a_request_without_a_process() -> None:
     )
     replies = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["error"]["name"] for r in replies] == ["BadRequest", "BadRequest"]
-    assert "no \"proc\"" in replies[0]["error"]["message"]
+    assert 'no "proc"' in replies[0]["error"]["message"]
     assert out.returncode == 0  # stdin ended: the JVM exits

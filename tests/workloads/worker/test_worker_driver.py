@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from ktrial.workloads.driver import KeyMap, TopicPartition
 from ktrial.workloads.worker import WorkerConfig, WorkerDriver, WorkerError
+from ktrial.workloads.worker.process import WorkerProcess
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_worker.py"))]
 KEYS = KeyMap({k: TopicPartition("t", k) for k in range(4)})
@@ -151,7 +152,7 @@ def test_a_commit_that_never_answers_is_info_and_kills_the_worker(
     d = open_driver(config(txn=True, op_timeout_s=0.2))
     c = d.execute("txn", [["send", 0, 1]])
     assert (c.type, c.retire, c.error["name"]) == ("info", True, "CommitTimeout")
-    assert d.worker.proc.poll() is not None  # killed
+    assert isinstance(d.worker, WorkerProcess) and d.worker.proc.poll() is not None  # killed
     d.close()
 
 
@@ -204,7 +205,7 @@ def test_opening_fails_with_the_workers_error_and_leaves_no_process(
 def test_an_abrupt_close_kills_without_a_goodbye(calls: Path) -> None:
     d = open_driver()
     d.close(abrupt=True)
-    assert d.worker.proc.returncode is not None
+    assert isinstance(d.worker, WorkerProcess) and d.worker.proc.returncode is not None
     assert "close" not in names(calls)
     d.close()  # idempotent
 
