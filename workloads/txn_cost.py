@@ -67,6 +67,7 @@ from .slot import Slot
 from .tracker import OffsetTracker
 from .worker import WORKERS, WorkerConfig, WorkerDriver, WorkerError, worker_program
 from .worker import library_version as worker_version
+from .worker.config import processes_per_host
 from .worker.driver import ClientFacts, Pool, spares_for
 
 # The payload holds the value's decimal digits; a 64-bit value has at most 20.
@@ -82,8 +83,8 @@ DRIVERS = ("confluent", *WORKERS)
 # machine, so java's default matrix stops at 16 (docs/txn-cost.md, "Drivers").
 DEFAULT_PRODUCERS: dict[str, tuple[int, ...]] = {"java": (4, 16)}
 STANDARD_PRODUCERS = (4, 16, 64)
-# At most this many java producers (JVMs) at once: more would not fit this kind of
-# machine's memory beside the brokers.
+# At most this many java JVMs at once (producers / processes_per_jvm): more would not fit
+# this kind of machine's memory beside the brokers.
 MAX_JAVA_PRODUCERS = 64
 
 
@@ -151,12 +152,14 @@ class TxnCostOptions:
             raise ValueError(
                 f"txn-cost workload: producers must be <= {MAX_PRODUCERS}, got {self.producers}"
             )
-        if self.driver == "java" and max(self.producers) > MAX_JAVA_PRODUCERS:
+        per_jvm = processes_per_host(self.driver, self.producer_config)
+        if self.driver == "java" and -(-max(self.producers) // per_jvm) > MAX_JAVA_PRODUCERS:
             raise ValueError(
                 f"txn-cost workload: --driver java runs each producer in a JVM of its own;"
                 f" producers must be <= {MAX_JAVA_PRODUCERS}, got {self.producers} (its"
                 f" default is {','.join(map(str, DEFAULT_PRODUCERS['java']))}; franz and"
-                " confluent take more)"
+                " confluent take more; --producer-config processes_per_jvm=N puts N"
+                " producers in one JVM)"
             )
         _int_in("message_bytes", self.message_bytes, MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
         _int_in("warmup_txns", self.warmup_txns, 0, 1000)

@@ -377,6 +377,15 @@ def test_driver_defaults_and_refusals(tmp_path: Path, monkeypatch: pytest.Monkey
     assert TxnCostOptions(driver="java", producers=four64).producers == (4, 64)
     with pytest.raises(ValueError, match=r"JVM of its own.*<= 64.*default is 4,16"):
         TxnCostOptions(driver="java", producers="4,128")  # type: ignore[arg-type]
+    # the ceiling counts JVMs: 128 producers two to a JVM are 64 JVMs, three need 65...
+    shared: Any = {"processes_per_jvm": 2}
+    assert TxnCostOptions(driver="java", producers=(128,), producer_config=shared).producers == (
+        128,
+    )
+    with pytest.raises(ValueError, match=r"processes_per_jvm=N puts N producers in one JVM"):
+        TxnCostOptions(driver="java", producers=(129,), producer_config=shared)
+    with pytest.raises(ValueError, match=r"processes_per_jvm must be an integer >= 1"):
+        TxnCostOptions(driver="java", producer_config={"processes_per_jvm": "all"})
     many: Any = "128"
     assert TxnCostOptions(driver="franz", producers=many).producers == (128,)
     with pytest.raises(ValueError, match="unknown driver 'kcat'"):

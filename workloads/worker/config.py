@@ -161,22 +161,27 @@ class WorkerConfig(DriverConfig):
         return out
 
     def processes_per_host(self) -> int:
-        """How many logical processes share one worker program (java's
-        `processes_per_jvm`, from the producer or consumer settings; 1 for workers
-        without a host mode). A clear ValueError for anything but an integer >= 1."""
-        name = HOSTING.get(self.worker)
-        if name is None:
-            return 1
-        value = {**self.consumer_config(), **self.producer_config()}.get(name, 1)
-        try:
-            n = int(value)
-            if str(n) != str(value).strip() or n < 1:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{name} must be an integer >= 1 (logical processes per JVM), got {value!r}"
-            ) from None
-        return n
+        """How many logical processes share one worker program (see `processes_per_host`)."""
+        return processes_per_host(self.worker, {**self.consumer_config(), **self.producer_config()})
+
+
+def processes_per_host(worker: str, settings: dict[str, Any]) -> int:
+    """How many logical processes share one program of `worker`, from its `settings`
+    (java's `processes_per_jvm`; 1 for workers without a host mode). A clear
+    ValueError for anything but an integer >= 1."""
+    name = HOSTING.get(worker)
+    if name is None:
+        return 1
+    value = settings.get(name, 1)
+    try:
+        n = int(value)
+        if str(n) != str(value).strip() or n < 1:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be an integer >= 1 (logical processes per JVM), got {value!r}"
+        ) from None
+    return n
 
 
 def library_version(name: str) -> str | None:
