@@ -199,8 +199,32 @@ func (w *worker) open(r *request) map[string]any {
 			return failure(describe(err))
 		}
 		reply["producer_id"], reply["epoch"] = id, epoch
+		if proto := txnProtocol(ctx, cl, r.Settings); proto != "" {
+			reply["txn_protocol"] = proto
+		}
 	}
 	return reply
+}
+
+// txnProtocol is the transaction protocol this client uses, decided as franz-go decides
+// it (it does not say): "v2" (KIP-890) when the brokers' finalized transaction.version
+// is 2 or more and the request versions were not capped (the worker's
+// transaction.version=1 setting caps them), else "v1"; "" when the brokers could not be
+// asked.
+func txnProtocol(ctx context.Context, cl *kgo.Client, settings map[string]any) string {
+	if v, ok := settings["transaction.version"]; ok && fmt.Sprint(v) == "1" {
+		return "v1"
+	}
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		return ""
+	}
+	for _, f := range resp.FinalizedFeatures {
+		if f.Name == "transaction.version" && f.MaxVersionLevel >= 2 {
+			return "v2"
+		}
+	}
+	return "v1"
 }
 
 func (w *worker) produce(r *request) map[string]any {
