@@ -155,11 +155,12 @@ def test_queue_idempotent_run_is_valid(local_cluster: Any, tmp_path: Path, drive
 def test_queue_txn_run_is_valid(local_cluster: Any, tmp_path: Path, driver: str) -> None:
     base = {"txn": True, "abort_p": 0.1, "concurrency": 16, "crash_clients": 150}
     opts = hosted(base, driver, 8)
-    out = run(local_cluster, tmp_path, "queue", opts, 30, {"txn:ok": 500, "txn:fail": 25})
+    out = run(local_cluster, tmp_path, "queue", opts, 30, {"txn:ok": 1000, "txn:fail": 25})
     assert out.results is not None and out.results["valid"] is True, explain(out)
     if driver == "java-hosted":
         assert_hosted(out, 8)
-    assert n(out, "txn", "ok") >= 150, out.counts
+    # a JVM per process is CPU-bound here (24-37 txn/s at 32, bench/RESULTS.md)
+    assert n(out, "txn", "ok") >= (150 if driver == "java" else 500), out.counts
     assert n(out, "txn", "fail") >= 5, out.counts  # deliberate aborts, recorded as fail
     assert n(out, "crash", "info") >= 1, out.counts
     assert_fully_drained(out)
