@@ -67,6 +67,12 @@ class WorkerError(Exception):
         return bool(self.record.get(name))
 
 
+def worker_died(message: str) -> WorkerError:
+    """The error of a worker that is gone (it died, was stopped, or its host was):
+    fatal, so the process retires and its successor gets a new worker."""
+    return WorkerError({"name": "WorkerDied", "fatal": True, "message": message})
+
+
 def as_worker_error(exc: Any) -> WorkerError:
     if isinstance(exc, WorkerError):
         return exc

@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from ..bounded import CallTimeout, Deadline
-from .errors import WorkerError
+from .errors import WorkerError, worker_died
 from .process import worker_log_path
 
 
@@ -111,13 +111,9 @@ class WorkerHost:
             slot.done.set()  # reply None: the program is gone
 
     def _died(self, what: str) -> WorkerError:
-        return WorkerError(
-            {
-                "name": "WorkerDied",
-                "fatal": True,
-                "message": f"worker host {self.name}: {what} (exit status {self.proc.poll()};"
-                f" its stderr is in {self.log_path})",
-            }
+        return worker_died(
+            f"worker host {self.name}: {what} (exit status {self.proc.poll()};"
+            f" its stderr is in {self.log_path})"
         )
 
     def kill(self) -> None:
@@ -169,13 +165,9 @@ class HostedProcess:
         return slot.reply
 
     def _died(self, what: str) -> WorkerError:
-        return WorkerError(
-            {
-                "name": "WorkerDied",
-                "fatal": True,
-                "message": f"worker {self.name} (in host {self.host.name}): {what};"
-                f" the host's stderr is in {self.log_path}",
-            }
+        return worker_died(
+            f"worker {self.name} (in host {self.host.name}): {what};"
+            f" the host's stderr is in {self.log_path}"
         )
 
     def _end(self) -> None:
@@ -220,7 +212,7 @@ class HostPool:
     def take(self, name: str) -> HostedProcess:
         with self._lock:
             if self._closed:
-                raise WorkerError({"name": "WorkerDied", "fatal": True, "message": "pool closed"})
+                raise worker_died("pool closed")
             host = next(
                 (h for h in self._hosts if h.dead is None and len(h.procs) < self.per_host), None
             )

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bounded import CallTimeout, Deadline
-from .errors import WorkerError
+from .errors import WorkerError, worker_died
 
 # The workers' stderr (panics, startup failures) goes here, one file per ktrial process.
 LOG_ENV = "KTRIAL_WORKER_LOG"
@@ -151,13 +151,8 @@ class WorkerProcess:
     def _died(self, what: str) -> WorkerError:
         self.kill()
         code = self.proc.returncode
-        return WorkerError(
-            {
-                "name": "WorkerDied",
-                "fatal": True,
-                "message": f"worker {self.name}: {what} (exit status {code};"
-                f" its stderr is in {self.log_path})",
-            }
+        return worker_died(
+            f"worker {self.name}: {what} (exit status {code}; its stderr is in {self.log_path})"
         )
 
     def kill(self) -> None:

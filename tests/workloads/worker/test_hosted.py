@@ -23,28 +23,16 @@ from ktrial.workloads.worker.driver import ClientFacts, spares_for
 from ktrial.workloads.worker.hosted import HostedProcess, HostPool
 from ktrial.workloads.worker.process import Spares
 
-from .test_worker_driver import config
+from .test_worker_driver import config, requests
 
 FAKE_HOST = [sys.executable, str(Path(__file__).with_name("fake_host.py"))]
-
-
-@pytest.fixture
-def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "calls.jsonl"
-    monkeypatch.setenv("FAKE_LOG", str(path))
-    monkeypatch.setenv("KTRIAL_WORKER_LOG", str(tmp_path / "stderr.log"))
-    return path
-
-
-def requests(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def ask(p: HostedProcess, call: str, budget_s: float = 5.0, **args: Any) -> dict[str, Any]:
     return p.request(call, args, Deadline(budget_s))
 
 
-def test_replies_come_back_to_their_own_process_in_completion_order(log: Path) -> None:
+def test_replies_come_back_to_their_own_process_in_completion_order(calls: Path) -> None:
     pool = HostPool(FAKE_HOST, 4)
     try:
         a, b = pool.take("a"), pool.take("b")
@@ -61,12 +49,12 @@ def test_replies_come_back_to_their_own_process_in_completion_order(log: Path) -
         assert slow["said"] == "A" and slow["proc"] == a.proc_id
     finally:
         pool.close()
-    sent = requests(log)
+    sent = requests(calls)
     assert {r["proc"] for r in sent} == {a.proc_id, b.proc_id} and a.proc_id != b.proc_id
     assert len({r["id"] for r in sent}) == len(sent)  # ids are the host's, never reused
 
 
-def test_a_pool_puts_at_most_per_host_processes_in_one_program(log: Path) -> None:
+def test_a_pool_puts_at_most_per_host_processes_in_one_program(calls: Path) -> None:
     facts = ClientFacts()
     pool = HostPool(FAKE_HOST, 2, observed=facts)
     try:
@@ -84,7 +72,7 @@ def test_a_pool_puts_at_most_per_host_processes_in_one_program(log: Path) -> Non
         pool.take("late")
 
 
-def test_a_call_that_does_not_answer_crashes_only_its_own_process(log: Path) -> None:
+def test_a_call_that_does_not_answer_crashes_only_its_own_process(calls: Path) -> None:
     pool = HostPool(FAKE_HOST, 4)
     try:
         a, b = pool.take("a"), pool.take("b")
@@ -96,11 +84,11 @@ def test_a_call_that_does_not_answer_crashes_only_its_own_process(log: Path) -> 
             ask(a, "echo")
     finally:
         pool.close()
-    crashes = [r for r in requests(log) if r["call"] == "crash"]
+    crashes = [r for r in requests(calls) if r["call"] == "crash"]
     assert [r["proc"] for r in crashes] == [a.proc_id]
 
 
-def test_a_program_that_dies_fails_every_process_it_served(log: Path) -> None:
+def test_a_program_that_dies_fails_every_process_it_served(calls: Path) -> None:
     pool = HostPool(FAKE_HOST, 4)
     try:
         a, b = pool.take("a"), pool.take("b")
@@ -118,7 +106,7 @@ def test_a_program_that_dies_fails_every_process_it_served(log: Path) -> None:
         pool.close()
 
 
-def test_a_closed_process_is_not_crashed_afterwards(log: Path) -> None:
+def test_a_closed_process_is_not_crashed_afterwards(calls: Path) -> None:
     pool = HostPool(FAKE_HOST, 2)
     try:
         d = WorkerDriver(config(), 7, 0, spares=pool)
@@ -128,16 +116,16 @@ def test_a_closed_process_is_not_crashed_afterwards(log: Path) -> None:
         e.close(abrupt=True)
         e.close(abrupt=True)  # idempotent
         for _ in range(100):  # the crash request reaches the program
-            if len(requests(log)) >= 4:
+            if len(requests(calls)) >= 4:
                 break
             time.sleep(0.05)
         time.sleep(0.2)  # and nothing after it
     finally:
         pool.close()
-    calls = [(r["call"], r["proc"]) for r in requests(log)]
-    p7, p8 = calls[0][1], calls[2][1]
-    assert calls == [("open", p7), ("close", p7), ("open", p8), ("crash", p8)]
-    opened = requests(log)[0]
+    sent = [(r["call"], r["proc"]) for r in requests(calls)]
+    p7, p8 = sent[0][1], sent[2][1]
+    assert sent == [("open", p7), ("close", p7), ("open", p8), ("crash", p8)]
+    opened = requests(calls)[0]
     assert opened["client_id"] == "ktrial-p7" and "processes_per_jvm" not in opened["settings"]
 
 
@@ -145,7 +133,7 @@ def java(**producer: Any) -> WorkerConfig:
     return config(worker="java", producer_overrides=producer)
 
 
-def test_processes_per_jvm_chooses_hosts_or_spares(log: Path, monkeypatch: Any) -> None:
+def test_processes_per_jvm_chooses_hosts_or_spares(calls: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("KTRIAL_WORKER_JAVA", FAKE_HOST[1])
     monkeypatch.setattr(Path, "is_file", lambda self: True)
     monkeypatch.setattr("os.access", lambda *a: True)
@@ -171,7 +159,7 @@ def java_program() -> list[str]:
         pytest.skip(str(e))
 
 
-def test_the_java_worker_hosts_processes_and_a_crash_ends_one(log: Path) -> None:
+def test_the_java_worker_hosts_processes_and_a_crash_ends_one(calls: Path) -> None:
     pool = HostPool(java_program(), 4)
     nobody = {
         "bootstrap": "127.0.0.1:1",  # no broker needed: the clients only need to exist

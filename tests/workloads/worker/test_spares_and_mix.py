@@ -24,14 +24,6 @@ from .test_worker_driver import FAKE, config, names
 PY = [sys.executable, str(Path(__file__).with_name("fake_worker.py"))]
 
 
-@pytest.fixture
-def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "calls.jsonl"
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("KTRIAL_WORKER_LOG", str(tmp_path / "stderr.log"))
-    return log
-
-
 def test_a_process_takes_a_started_spare_and_a_new_one_replaces_it(calls: Path) -> None:
     spares = Spares(PY, 2)
     try:

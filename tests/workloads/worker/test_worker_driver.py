@@ -39,14 +39,6 @@ def config(**kw: Any) -> WorkerConfig:
     return WorkerConfig(**base)
 
 
-@pytest.fixture
-def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "calls.jsonl"
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("KTRIAL_WORKER_LOG", str(tmp_path / "stderr.log"))
-    return log
-
-
 def requests(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 

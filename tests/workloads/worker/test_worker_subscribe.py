@@ -25,13 +25,9 @@ from .test_worker_driver import FAKE, config, names, requests
 KEYS = KeyMap({k: TopicPartition(f"t{k}", 0) for k in range(3)})
 
 
-@pytest.fixture
-def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "calls.jsonl"
-    monkeypatch.setenv("FAKE_LOG", str(log))
+@pytest.fixture(autouse=True)
+def one_partition(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_PARTITIONS", "1")
-    monkeypatch.setenv("KTRIAL_WORKER_LOG", str(tmp_path / "stderr.log"))
-    return log
 
 
 def sub_driver(**kw: Any) -> WorkerDriver:
