@@ -153,7 +153,7 @@ class TxnCostOptions:
                 f"txn-cost workload: producers must be <= {MAX_PRODUCERS}, got {self.producers}"
             )
         per_jvm = processes_per_host(self.driver, self.producer_config)
-        if self.driver == "java" and -(-max(self.producers) // per_jvm) > MAX_JAVA_PRODUCERS:
+        if self.driver == "java" and math.ceil(max(self.producers) / per_jvm) > MAX_JAVA_PRODUCERS:
             raise ValueError(
                 f"txn-cost workload: --driver java runs each producer in a JVM of its own;"
                 f" producers must be <= {MAX_JAVA_PRODUCERS}, got {self.producers} (its"

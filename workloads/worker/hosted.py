@@ -17,19 +17,24 @@ import contextlib
 import json
 import subprocess
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..bounded import CallTimeout, Deadline
 from .errors import WorkerError, worker_died
 from .process import worker_log_path
 
+if TYPE_CHECKING:
+    from .driver import ClientFacts
+
 
 class _Waiting:
-    """One request's reply slot."""
+    """One request's reply slot, under its request id."""
 
-    __slots__ = ("done", "reply")
+    __slots__ = ("done", "reply", "rid")
 
-    def __init__(self) -> None:
+    def __init__(self, rid: int) -> None:
+        self.rid = rid
         self.done = threading.Event()
         self.reply: dict[str, Any] | None = None
 
@@ -60,7 +65,7 @@ class WorkerHost:
                 raise self._died(self.dead)
             self._next_id += 1
             rid = self._next_id
-            slot = None if call == "crash" else _Waiting()
+            slot = None if call == "crash" else _Waiting(rid)
             if slot is not None:
                 self._waiting[rid] = slot
             data = json.dumps(
@@ -78,9 +83,7 @@ class WorkerHost:
 
     def forget(self, slot: _Waiting) -> None:
         with self._lock:
-            for rid, s in list(self._waiting.items()):
-                if s is slot:
-                    del self._waiting[rid]
+            self._waiting.pop(slot.rid, None)
 
     def _read(self) -> None:
         out = self.proc.stdout
@@ -133,13 +136,19 @@ class WorkerHost:
 class HostedProcess:
     """One logical process served by a :class:`WorkerHost`; a WorkerProcess's interface."""
 
-    def __init__(self, host: WorkerHost, proc: str, name: str, release: Any) -> None:
+    def __init__(
+        self,
+        host: WorkerHost,
+        proc: str,
+        name: str,
+        release: Callable[[HostedProcess], None],
+    ) -> None:
         self.host = host
         self.proc_id = proc
         self.name = name
         self.log_path = host.log_path
         self.dead = False
-        self._release = release  # callable(HostedProcess): frees its place in the host
+        self._release = release  # frees its place in the host
 
     def request(self, call: str, args: dict[str, Any], dl: Deadline) -> dict[str, Any]:
         """One call, as WorkerProcess.request: the reply, CallTimeout (the process is
@@ -192,7 +201,7 @@ class HostPool:
     `take()` gives a process a place in a host with room (a new host when none has),
     `close()` ends every host. The same interface as :class:`.process.Spares`."""
 
-    def __init__(self, argv: list[str], per_host: int, observed: Any = None) -> None:
+    def __init__(self, argv: list[str], per_host: int, observed: ClientFacts | None = None) -> None:
         if per_host < 1:
             raise ValueError(f"processes per host must be at least 1, got {per_host}")
         self.argv = argv
@@ -202,7 +211,7 @@ class HostPool:
         self._started = 0
         self._next = 0
         self._closed = False
-        self._observed = observed  # a ClientFacts: told how many hosts were started
+        self._observed = observed  # told how many hosts were started
 
     @property
     def started(self) -> int:

@@ -4,7 +4,6 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
@@ -61,25 +60,16 @@ final class Host {
   private void take(String line) {
     Map<String, Object> r;
     try {
-      Object req = Json.parse(line);
-      if (!(req instanceof Map)) {
-        throw new IllegalArgumentException("not a JSON object");
-      }
-      @SuppressWarnings("unchecked")
-      Map<String, Object> m = (Map<String, Object>) req;
-      r = m;
+      r = Json.request(line);
     } catch (IllegalArgumentException e) {
-      Map<String, Object> err = new LinkedHashMap<>();
-      err.put("name", "BadRequest");
-      err.put("message", "not a JSON request: " + e.getMessage());
-      reply(Worker.failure(err), null, null);
+      reply(Worker.failure(Worker.badRequest("not a JSON request: " + e.getMessage())), null, null);
       return;
     }
     Object id = r.get("id");
     Object procField = r.get("proc");
     String call = String.valueOf(r.get("call"));
     if (procField == null) {
-      reply(Worker.failure(badRequest("host mode: the request has no \"proc\"")), id, null);
+      reply(Worker.failure(Worker.badRequest("host mode: the request has no \"proc\"")), id, null);
       return;
     }
     String name = String.valueOf(procField);
@@ -96,13 +86,14 @@ final class Host {
     Proc p = procs.get(name);
     if (call.equals("open")) {
       if (p != null) {
-        reply(Worker.failure(badRequest("process " + name + " is already open")), id, procField);
+        Map<String, Object> err = Worker.badRequest("process " + name + " is already open");
+        reply(Worker.failure(err), id, procField);
         return;
       }
       p = new Proc(name);
       procs.put(name, p);
     } else if (p == null) {
-      Map<String, Object> err = badRequest("process " + name + " is not open");
+      Map<String, Object> err = Worker.badRequest("process " + name + " is not open");
       err.put("name", "NotOpen");
       err.put("fatal", true);
       reply(Worker.failure(err), id, procField);
@@ -114,7 +105,7 @@ final class Host {
       try {
         answer = proc.worker.handle(call, r);
       } catch (RuntimeException e) {
-        answer = Worker.failure(badRequest(call + ": " + e));
+        answer = Worker.failure(Worker.badRequest(call + ": " + e));
       }
       if (procs.get(name) != proc) {
         return; // crashed meanwhile: a dead process says nothing
@@ -130,13 +121,6 @@ final class Host {
   private static void end(Proc p) {
     p.worker.crash();
     p.front.shutdownNow();
-  }
-
-  private static Map<String, Object> badRequest(String message) {
-    Map<String, Object> err = new LinkedHashMap<>();
-    err.put("name", "BadRequest");
-    err.put("message", message);
-    return err;
   }
 
   private void reply(Map<String, Object> reply, Object id, Object proc) {

@@ -19,6 +19,16 @@ final class Json {
     this.s = s;
   }
 
+  /** Parses one request line: a JSON object, else IllegalArgumentException. */
+  @SuppressWarnings("unchecked")
+  static Map<String, Object> request(String line) {
+    Object req = parse(line);
+    if (!(req instanceof Map)) {
+      throw new IllegalArgumentException("not a JSON object");
+    }
+    return (Map<String, Object>) req;
+  }
+
   /** Parses one JSON value; throws IllegalArgumentException on malformed input. */
   static Object parse(String text) {
     Json p = new Json(text);

@@ -79,20 +79,12 @@ public final class Main {
       Map<String, Object> reply;
       String call = "";
       try {
-        Object req = Json.parse(line);
-        if (!(req instanceof Map)) {
-          throw new IllegalArgumentException("not a JSON object");
-        }
-        @SuppressWarnings("unchecked")
-        Map<String, Object> r = (Map<String, Object>) req;
+        Map<String, Object> r = Json.request(line);
         id = r.get("id");
         call = String.valueOf(r.get("call"));
         reply = w.handle(call, r);
       } catch (IllegalArgumentException e) {
-        Map<String, Object> err = new LinkedHashMap<>();
-        err.put("name", "BadRequest");
-        err.put("message", "not a JSON request: " + e.getMessage());
-        reply = Worker.failure(err);
+        reply = Worker.failure(Worker.badRequest("not a JSON request: " + e.getMessage()));
       }
       reply.put("id", id);
       channel.write((Json.write(reply) + "\n").getBytes(StandardCharsets.UTF_8));

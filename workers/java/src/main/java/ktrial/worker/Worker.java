@@ -109,6 +109,11 @@ final class Worker {
     return m;
   }
 
+  /** The error record of a request the worker cannot take (not fatal). */
+  static Map<String, Object> badRequest(String message) {
+    return error("BadRequest", message, false);
+  }
+
   private static Map<String, Object> error(String name, String message, boolean fatal) {
     Map<String, Object> e = new LinkedHashMap<>();
     e.put("name", name);
