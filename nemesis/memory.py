@@ -10,7 +10,8 @@ Note that the kernel counts only *global* reclaim in /proc/vmstat: reclaim force
 the cgroup limit shows as failcnt and as the cgroup's own counters.
 
 A broker OOM-killed during the window is recorded at once as an ``oom-kill`` nemesis op
-and restarted by the release.
+and restarted by the release (a ``start`` op with ``reason: oom-killed``, tagged, like
+every op of this fault, with ``fault: memory`` and the fault's id).
 """
 
 from __future__ import annotations
@@ -422,4 +423,6 @@ class MemoryFault(FaultBase):
             value["errors"] = errors
         self.record("memory-release", value)
         if restarted:
-            self.ctx.record("start", {"nodes": restarted, "reason": "oom-killed"})
+            # the memory fault's own op (tagged with its family and id): a reader must not
+            # take it for the end of a kill of the same node
+            self.record("start", {"nodes": restarted, "reason": "oom-killed"})

@@ -4,14 +4,29 @@ cgroup beneath our own with a real stress-ng balloon in it."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
+from ktrial.clusters.base import Cluster
+from ktrial.histories.jsonl import HistoryWriter, read_history
+from ktrial.histories.recorder import Recorder
 from ktrial.nemesis import cgroups
-from ktrial.nemesis.memory import MiB, balloon_pids, squeeze_target, start_balloon, stop_balloon
+from ktrial.nemesis.base import Context
+from ktrial.nemesis.memory import (
+    MemoryFault,
+    MiB,
+    balloon_pids,
+    squeeze_target,
+    start_balloon,
+    stop_balloon,
+)
 
 
 def test_parse_kv_and_reclaim_counters() -> None:
@@ -98,3 +113,60 @@ def test_balloon_lives_in_the_cgroup_hits_the_limit_and_is_removed(
     assert cg.limit() is None
     kills = cg.oom_kills()
     assert kills is None or kills >= 0
+
+
+class SleepNode:
+    """A node whose "broker" is a real `sleep` in the scratch cgroup (the collaborator the
+    memory fault acts through: pid, cgroup, is_running, start)."""
+
+    def __init__(self, cg: cgroups.MemoryCgroup) -> None:
+        self.name, self.cg, self.cgroup = "n1", cg, str(cg.path)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["sleep", "300"])
+        self.cg.add_pid(self.proc.pid)
+        self.starts += 1
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_a_broker_dead_at_release_is_restarted_by_an_op_of_the_memory_fault(
+    scratch_cgroup: cgroups.MemoryCgroup, tmp_path: Path
+) -> None:
+    """The restart of a broker that died in the window (an OOM kill) is the memory fault's
+    own `start` op, tagged with its family and id: a reader pairing ops must not take it
+    for the end of a kill of that node (a CI run showed an untagged one next to a kill)."""
+    node = SleepNode(scratch_cgroup)
+    cluster = SimpleNamespace(nodes=[node], kind="local")
+    writer = HistoryWriter(tmp_path / "history.jsonl")
+    ctx = Context(cast(Cluster, cluster), Recorder(writer), random.Random(1))
+    try:
+        fault = MemoryFault(ctx, sample_interval=0.1)
+        fault.start(["n1"])
+        node.kill()  # as the kernel's OOM killer would
+        fault.stop()
+    finally:
+        node.kill()
+        writer.close()
+    assert node.starts == 2
+    ops = [op for op in read_history(tmp_path / "history.jsonl") if op.process == "nemesis"]
+    assert [op.f for op in ops] == ["memory-squeeze", "memory-release", "start"]
+    assert {(op.extra.get("fault"), op.extra.get("fault_id")) for op in ops} == {
+        ("memory", fault.id)
+    }
+    assert ops[1].value["restarted"] == ["n1"]
+    assert ops[2].value == {"nodes": ["n1"], "reason": "oom-killed"}
+    assert scratch_cgroup.limit() is None  # the squeeze was undone
