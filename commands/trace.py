@@ -1,12 +1,19 @@
 """`ktrial trace RUN_DIR`: follow an anomaly from the history down to the brokers' logs.
 
-For a key and an offset (by default: each lost write in results.json) it prints, for
-every node whose data the run kept (`ktrial run --keep-data`), the records around that
-offset as the broker stored them — value, producer id and epoch, transactional or
-not, COMMIT/ABORT markers — each value tied to the history op that sent it; then the
-transaction coordinator's record (`__transaction_state`) of the producers involved,
-and the faults active around that time. Exit code 0, or 254 when there is nothing to
-trace (no kept data, unknown key).
+For a key and an offset (by default: each lost write and each torn transaction in
+results.json) it prints two things.
+
+- When the run kept its data (`ktrial run --keep-data`): for every node, the records
+  around that offset as the broker stored them — value, producer id and epoch,
+  transactional or not, COMMIT/ABORT markers — each value tied to the history op that
+  sent it; then the transaction coordinator's record (`__transaction_state`) of the
+  producers involved, and the faults active around that time.
+- Always, when the run has the brokers' logs (`logs/*-server.log`, every run keeps
+  them): what those logs say about the op's transactional id and partitions, as one
+  time line across nodes (:mod:`.trace_story`).
+
+Exit code 0, or 254 when there is nothing to trace (neither kept data nor logs,
+unknown key).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import click
 from ..clusters import dumplog
 from ..histories.store import RunDir, load_json
 from ..histories.testmeta import TestMeta
+from . import trace_story
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,8 @@ class Target:
     offset: int
     why: str
     value: str | None = None  # the lost value, when tracing a lost write
+    writer: int | None = None  # the op that sent it (its completion's index), when known
+    keys: tuple[str, ...] = ()  # every key the writer's transaction touched (a torn one)
 
 
 @dataclass(frozen=True)
@@ -40,23 +50,51 @@ class Sent:
 
 def _targets(rd: RunDir, key: str | None, offset: int | None) -> list[Target]:
     if key is not None and offset is not None:
-        return [Target(key, offset, "asked")]
+        return [Target(key, offset, "asked", writer=_writer_at(rd, key, offset))]
     if key is not None or offset is not None:
         raise click.UsageError("give both --key and --offset, or neither (lost writes)")
     try:
         results = load_json(rd.results)
     except OSError:
         raise click.UsageError(f"{rd.results} is missing: give --key and --offset") from None
+    anomalies = results.get("anomalies") or {}
     out = []
-    for ex in (results.get("anomalies") or {}).get("lost-write", {}).get("examples", []):
+    # torn transactions first: their time line follows every partition of the
+    # transaction, so a lost write of the same op needs no second one
+    for ex in anomalies.get("torn-transaction", {}).get("examples", []):
+        ops, lost = ex.get("ops") or [], ex.get("lost_at") or []
+        first = next((x for x in lost if x.get("offset") is not None), None)
+        if not ops or not isinstance(ops[0], int) or first is None:
+            continue
+        keys = tuple(str(k) for k in [*ex.get("keys_visible", []), *ex.get("keys_lost", [])])
+        why = f"torn transaction of op {ops[0]}: value {first.get('value')} never visible"
+        value = str(first.get("value"))
+        out.append(Target(str(first["key"]), int(first["offset"]), why, value, ops[0], keys))
+    for ex in anomalies.get("lost-write", {}).get("examples", []):
         if ex.get("offset") is not None:
             why = f"lost write of value {ex.get('value')} (op {ex.get('writer')})"
-            out.append(Target(str(ex["key"]), int(ex["offset"]), why, str(ex.get("value"))))
+            writer = ex.get("writer") if isinstance(ex.get("writer"), int) else None
+            out.append(Target(str(ex["key"]), int(ex["offset"]), why, str(ex.get("value")), writer))
     if not out:
         raise click.UsageError(
-            "results.json lists no lost write with an offset: give --key/--offset"
+            "results.json lists no lost write or torn transaction with an offset: "
+            "give --key/--offset"
         )
     return out
+
+
+def _writer_at(rd: RunDir, key: str, offset: int) -> int | None:
+    """The op whose send to `key` was acknowledged at `offset` (None: no such op)."""
+    from ..histories import iter_history
+    from ..histories.model import Send
+
+    for op in iter_history(rd.history, ignore_unknown_f=True):
+        if op.type == "invoke" or not op.is_data or not isinstance(op.value, list):
+            continue
+        for m in op.value:
+            if isinstance(m, Send) and str(m.key) == key and m.offset == offset:
+                return op.index
+    return None
 
 
 def _senders(rd: RunDir, key: str) -> dict[str, Sent]:
@@ -111,9 +149,14 @@ def _txn_log(data: Path, java: str, classpath: str) -> list[dumplog.TxnTransitio
     help="Records shown on each side of the offset.",
 )
 def trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> None:
-    """Show the brokers' log around an offset (default: each lost write) of a kept run.
+    """Follow an anomaly (default: each lost write and torn transaction) into the brokers.
 
-    Needs a run made with `ktrial run --keep-data`. Example:
+    Shows what the brokers' own logs (logs/*-server.log, kept by every run) say about
+    the op's transactional id and partitions, as one time line; and, for a run made
+    with `ktrial run --keep-data`, the records every replica holds around the offset.
+    Examples:
+
+      ktrial trace store/queue/latest
 
       ktrial trace store/queue/latest --key 3 --offset 302
     """
@@ -124,28 +167,28 @@ def trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> No
 
 
 def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> None:
-    from ..clusters.install import require_java, resolve
-
     rd = RunDir(run_dir)
     data = rd.path / "data"
-    if not data.is_dir():
+    logs = sorted(rd.logs.glob("*-server.log")) if rd.logs.is_dir() else []
+    if not data.is_dir() and not logs:
         raise click.UsageError(
-            f"{rd.path} has no broker data (data/): run again with `ktrial run --keep-data`"
+            f"{rd.path} has neither broker data (data/: run again with `ktrial run "
+            "--keep-data`) nor the brokers' logs (logs/*-server.log)"
         )
     try:
         test = TestMeta.read(rd.test_json)
     except ValueError as e:
         raise click.UsageError(f"{rd.test_json}: unreadable test.json ({e})") from None
     keys = test.keys
-    versions = test.broker_versions or [None]
-    install = resolve(versions[0])
-    java = require_java()
     wall0 = test.history_wall_start or 0.0
-    transitions: list[dumplog.TxnTransition] | None = None
-    nodes = sorted(p for p in data.iterdir() if p.is_dir())
-    # several lost writes often share a key: read its history and dump its log once
-    senders_of: dict[str, dict[str, Sent]] = {}
-    dumps: dict[str, dict[str, list[dumplog.LogRecord]]] = {}
+    records = _Records(rd, test, radius) if data.is_dir() else None
+    lines = trace_story.read_logs(logs) if logs else []
+    if records is None:
+        click.echo(
+            f"(no broker data in {rd.path}: the records themselves are not shown; "
+            "`ktrial run --keep-data` keeps them)"
+        )
+    followed: set[tuple[int, tuple[str, ...]]] = set()  # (op, partitions) whose logs were shown
     for tg in _targets(rd, key, offset):
         tp = keys.get(tg.key)
         if not isinstance(tp, dict):
@@ -154,17 +197,63 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
             )
         pdir = f"{tp['topic']}-{tp['partition']}"
         click.echo(f"== key {tg.key} = {pdir}, offset {tg.offset}: {tg.why}")
-        if tg.key not in senders_of:
-            senders_of[tg.key] = _senders(rd, tg.key)
-        senders = senders_of[tg.key]
-        if pdir not in dumps:
-            files = [f for node in nodes for f in dumplog.segment_files(node / pdir)]
-            dumps[pdir] = dumplog.parse_segment_dumps(dumplog.dump(files, java, install.classpath))
-        by_file = dumps[pdir]
+        if records is not None:
+            records.show(tg, pdir)
+        if not lines:
+            continue
+        op = trace_story.writer_op(rd.history, tg.writer) if tg.writer is not None else None
+        if op is None or not wall0:
+            why = "test.json has no history_wall_start" if op else "no op sent it"
+            click.echo(f"-- the brokers' logs: not followed ({why})")
+            continue
+        partitions = [pdir]
+        for k in tg.keys:
+            other = keys.get(k)
+            name = f"{other['topic']}-{other['partition']}" if isinstance(other, dict) else None
+            if name and name not in partitions:
+                partitions.append(name)
+        if any(i == op.index and set(partitions) <= set(ps) for i, ps in followed):
+            click.echo(f"-- the brokers' logs: as above (op {op.index})")
+            continue
+        followed.add((op.index, tuple(partitions)))
+        for text in trace_story.story_text(lines, op, partitions, wall0):
+            click.echo(text)
+
+
+class _Records:
+    """The records a kept run's replicas hold around an offset (needs Java and the jars
+    of the run's Kafka version to decode the segments)."""
+
+    def __init__(self, rd: RunDir, test: TestMeta, radius: int) -> None:
+        from ..clusters.install import require_java, resolve
+
+        self.rd, self.radius = rd, radius
+        self.data = rd.path / "data"
+        versions = test.broker_versions or [None]
+        self.classpath = resolve(versions[0]).classpath
+        self.java = require_java()
+        self.wall0 = test.history_wall_start or 0.0
+        self.transitions: list[dumplog.TxnTransition] | None = None
+        self.nodes = sorted(p for p in self.data.iterdir() if p.is_dir())
+        # several lost writes often share a key: read its history and dump its log once
+        self.senders_of: dict[str, dict[str, Sent]] = {}
+        self.dumps: dict[str, dict[str, list[dumplog.LogRecord]]] = {}
+
+    def show(self, tg: Target, pdir: str) -> None:
+        rd, wall0 = self.rd, self.wall0
+        if tg.key not in self.senders_of:
+            self.senders_of[tg.key] = _senders(rd, tg.key)
+        senders = self.senders_of[tg.key]
+        if pdir not in self.dumps:
+            files = [f for node in self.nodes for f in dumplog.segment_files(node / pdir)]
+            self.dumps[pdir] = dumplog.parse_segment_dumps(
+                dumplog.dump(files, self.java, self.classpath)
+            )
+        by_file = self.dumps[pdir]
         pids: set[int] = set()
         times: list[int] = []
         at_offset: list[dumplog.LogRecord] = []
-        for node in nodes:
+        for node in self.nodes:
             recs = [
                 r
                 for f, rs in by_file.items()
@@ -175,7 +264,7 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
                 click.echo(f"-- {node.name}: no replica of {pdir}")
                 continue
             click.echo(f"-- {node.name}:")
-            for r in dumplog.window(recs, tg.offset, radius):
+            for r in dumplog.window(recs, tg.offset, self.radius):
                 note = ""
                 s = senders.get(r.value or "") if not r.control else None
                 if s is not None:
@@ -187,13 +276,13 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
                 pids.add(r.producer_id)
                 times.append(r.create_ms)
         if not times:
-            continue
+            return
         if tg.value is not None and at_offset:
             click.echo(_verdict(tg, at_offset))
         lo, hi = min(times) - 15_000, max(times) + 15_000
-        if transitions is None:
-            transitions = _txn_log(data, java, install.classpath)
-        rel = [t for t in transitions if t.producer_id in pids and lo <= t.update_ms <= hi]
+        if self.transitions is None:
+            self.transitions = _txn_log(self.data, self.java, self.classpath)
+        rel = [t for t in self.transitions if t.producer_id in pids and lo <= t.update_ms <= hi]
         click.echo("-- transaction coordinator log (__transaction_state) of these producers:")
         for t in rel:
             click.echo(f"   {(t.update_ms / 1000 - wall0):8.3f} s  {t.describe()}")

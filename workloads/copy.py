@@ -52,7 +52,7 @@ from .drainers import drain_clients_for
 from .driver import Completion, Driver, KeyMap, TopicPartition
 from .ops import OpDriver
 from .options import CommonOptions, topic_stem
-from .slot import Slot
+from .slot import Slot, transactional_id
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, WorkerDriver, worker_program
 from .worker import library_version as worker_version
@@ -220,7 +220,13 @@ class CopyWorkload:
                 )
             )
         for i in range(self.opts.copiers):
-            s = Slot(recorder, partial(self._open_copier, stop=stop), i, stop)
+            s = Slot(
+                recorder,
+                partial(self._open_copier, stop=stop),
+                i,
+                stop,
+                txn_id=transactional_id(self.cfg.txn_id_prefix, i),
+            )
             threads.append(
                 threading.Thread(
                     target=self._copier, args=(s, stop, errs, True), name=f"copier{i}", daemon=True
@@ -368,7 +374,13 @@ class CopyWorkload:
         stop = threading.Event()
         errs: list[BaseException] = []
         slots = [
-            Slot(recorder, partial(self._open_copier, stop=stop), i, stop)
+            Slot(
+                recorder,
+                partial(self._open_copier, stop=stop),
+                i,
+                stop,
+                txn_id=transactional_id(self.cfg.txn_id_prefix, i),
+            )
             for i in range(self.opts.copiers)
         ]
         threads = [

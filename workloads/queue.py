@@ -27,7 +27,7 @@ from .drainers import drain_clients_for
 from .driver import Completion, Driver, DriverFactory, KeyMap, TopicPartition
 from .generator import Generator, GenOp, GenOptions
 from .options import CommonOptions, topic_stem
-from .slot import Slot
+from .slot import Slot, transactional_id
 from .tracker import OffsetTracker, RateLimiter
 from .worker import WORKERS, WorkerConfig, worker_factory, worker_program
 from .worker import library_version as worker_version
@@ -264,7 +264,11 @@ class QueueWorkload:
         else:
             factory = self._mixed_factory(stop)
         limiter = RateLimiter(self.opts.rate)
-        self.slots = [Slot(recorder, factory, i, stop) for i in range(self.opts.concurrency)]
+        prefix = self.cfg.txn_id_prefix if self.opts.txn else None
+        self.slots = [
+            Slot(recorder, factory, i, stop, txn_id=prefix and transactional_id(prefix, i))
+            for i in range(self.opts.concurrency)
+        ]
         errors: list[BaseException] = []
         threads = [
             threading.Thread(

@@ -24,6 +24,12 @@ from .driver import Completion, Driver, DriverFactory
 log = logging.getLogger(__name__)
 
 
+def transactional_id(prefix: str, slot: int) -> str:
+    """The ``transactional.id`` of every process of worker `slot`: one per slot, so a
+    successor process fences its predecessor (and settles a transaction it left open)."""
+    return f"{prefix}-w{slot}"
+
+
 class Slot:
     def __init__(
         self,
@@ -33,8 +39,12 @@ class Slot:
         stop: threading.Event,
         reopen_backoff_s: float = 0.1,
         max_backoff_s: float = 2.0,
+        txn_id: str | None = None,
     ) -> None:
         self.recorder = recorder
+        # written on each txn op's invoke (`txn_id`), so a reader of the history can find
+        # the transaction in the coordinator's log (`ktrial trace`)
+        self.txn_id = txn_id
         self.factory = factory
         self.slot = slot
         self.stop = stop
@@ -72,6 +82,8 @@ class Slot:
     ) -> Completion:
         """Record invoke, run `call` on the driver, record its completion; replace if retired."""
         assert self.driver is not None, "Slot.open() first"
+        if f == "txn" and self.txn_id:
+            invoke_extra.setdefault("txn_id", self.txn_id)
         inv = self.recorder.invoke(self.process, f, value, **invoke_extra)
         try:
             c = call(self.driver)

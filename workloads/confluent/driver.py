@@ -27,6 +27,7 @@ from ..drain import drain_settings
 from ..driver import Completion, KeyMap
 from ..ops import Fetched, Last, OpDriver
 from ..rewind import Plan, ReadPositions
+from ..slot import transactional_id
 from .config import DriverConfig
 from .errors import RULES, classify
 
@@ -67,7 +68,7 @@ class ConfluentDriver(OpDriver):
             # predecessor at init_transactions, which also settles a transaction the
             # predecessor left with an unknown outcome, so read_committed readers are
             # not blocked until transaction.timeout.ms.
-            pconf["transactional.id"] = f"{cfg.txn_id_prefix}-w{slot}"
+            pconf["transactional.id"] = transactional_id(cfg.txn_id_prefix, slot)
         pconf["client.id"] = f"ktrial-p{process}"
         pconf["logger"] = CLIENT_LOG
         self.producer: ck.Producer | None = ck.Producer(pconf) if produce else None

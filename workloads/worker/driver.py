@@ -22,6 +22,7 @@ from ..driver import Completion, DriverFactory, KeyMap
 from ..errors import classify
 from ..ops import Fetched, Last, OpDriver
 from ..rewind import Plan, ReadPositions
+from ..slot import transactional_id
 from .config import WorkerConfig, worker_program
 from .errors import RULES, WorkerError
 from .hosted import HostedProcess, HostPool
@@ -125,7 +126,7 @@ class WorkerDriver(OpDriver):
             self.worker = spares.take(name)
         else:
             self.worker = WorkerProcess(program or [str(worker_program(cfg.worker))], name)
-        txn_id = f"{cfg.txn_id_prefix}-w{slot}" if cfg.txn and produce else ""
+        txn_id = transactional_id(cfg.txn_id_prefix, slot) if cfg.txn and produce else ""
         try:
             self._call(
                 "open",
