@@ -39,6 +39,7 @@ from ..watch import DEFAULT_EVERY_S, MAX_SHARE
 from ..workloads.options import workload_options
 from .nemesis_flags import nemesis_options, options_from_kwargs, validate_flags
 from .ssh_flags import ssh_options, ssh_settings
+from .trace import TRACEABLE
 
 # Options a repeated run (--from) does not take from the earlier one.
 NOT_REPEATED = frozenset({"dry_run"})
@@ -969,6 +970,8 @@ def _summary(outcome: TrialOutcome) -> None:
             ex = (a.get("examples") or [{}])[0]
             if ex.get("explanation"):
                 click.echo(f"    e.g. {ex['explanation']}")
+        if TRACEABLE & set(res.get("bad_error_types", [])):
+            click.echo(f"  into the brokers' logs: ktrial trace {outcome.run_dir.path}")
     faults = res.get("faults") if res else None
     if isinstance(faults, dict):
         click.echo(f"faults: {faults_summary(faults)}")

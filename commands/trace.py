@@ -29,6 +29,9 @@ from ..histories.store import RunDir, load_json
 from ..histories.testmeta import TestMeta
 from . import trace_story
 
+# The anomalies followed by default (their examples name the op and the offset).
+TRACEABLE = frozenset({"lost-write", "torn-transaction"})
+
 
 @dataclass(frozen=True)
 class Target:

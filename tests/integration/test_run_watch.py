@@ -66,6 +66,8 @@ def test_stop_on_anomaly_ends_an_unsafe_run_early_with_the_anomaly(tmp_path: Pat
     assert results["warnings"][0].startswith("the run stopped early at ")
     assert "warning: the run stopped early at " in proc.stdout
     assert "verdict: INVALID" in proc.stdout
+    if {"lost-write", "torn-transaction"} & set(results["bad_error_types"]):
+        assert f"into the brokers' logs: ktrial trace {run}" in proc.stdout
     assert meta["drain"], "the run was drained"
     checks = [orjson.loads(x) for x in (run / "watch.jsonl").read_bytes().splitlines()]
     assert checks and all(c.get("error") is None for c in checks), checks
