@@ -11,7 +11,8 @@ start runs a short sequence against the roles the admin API names at that moment
   elect another leader (an out-of-sync one: unclean election) — the sequence in which
   ``min.insync.replicas=1`` with unclean election loses acknowledged writes;
 - ``kill-during-commit``: kill (or pause) the transaction coordinator of one of the
-  run's transactional ids at a moment a transaction is in flight;
+  run's transactional ids at a moment a transaction is in flight (with
+  ``cut_replication``, after its followers were cut off it for that long);
 - ``rolling-isr-restart``: restart the in-sync replicas of a partition one by one
   (followers first, the leader last), recording the ISR before and after each;
 - ``isolate-leader-restart-stale``: isolate a partition's leader from every other node,
@@ -221,6 +222,10 @@ class CompositeFault(FaultBase):
         self.record(f"stop-{self.name}", value)
 
 
+def _errors(errors: list[str]) -> dict[str, Any]:
+    return {"errors": errors} if errors else {}
+
+
 def _number(name: str, p: Mapping[str, Any], key: str, low: float = 0, open_: bool = False) -> None:
     if key in p and p[key] is not None:
         params.number(name, key, p[key], low=low, low_open=open_)
@@ -369,23 +374,67 @@ class PartitionThenKill(CompositeFault):
 
 class KillDuringCommit(CompositeFault):
     """Kill or pause the coordinator of one transactional id while a transaction is in
-    flight (a ``txn`` op invoked and not completed, from the run's own recorder)."""
+    flight (a ``txn`` op invoked and not completed, from the run's own recorder).
+
+    With ``cut_replication`` > 0 the other nodes' packets to the coordinator's
+    replication listener are dropped for that many seconds first, so the
+    ``PREPARE_COMMIT`` records it writes meanwhile stay on its disk alone when it dies
+    (the rules go right after the kill). The window of the torn transaction in
+    bench/findings/2026-12-02-ssh-torn-txn, which is otherwise a few milliseconds."""
 
     name = "kill-during-commit"
     needs = ("kill",)
 
-    def __init__(self, ctx: Context, action: str = "kill", commit_wait: float = 10.0) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        action: str = "kill",
+        commit_wait: float = 10.0,
+        cut_replication: float = 0.0,
+    ) -> None:
         super().__init__(ctx)
-        self.validate({"action": action, "commit_wait": commit_wait})
+        self.validate(
+            {"action": action, "commit_wait": commit_wait, "cut_replication": cut_replication}
+        )
         self.action, self.commit_wait = action, commit_wait
+        self.cut_replication = cut_replication
 
     @staticmethod
     def validate(p: Mapping[str, Any], n_nodes: int | None = None) -> None:
         params.choice("kill-during-commit", "action", p.get("action"), ("kill", "pause"))
         _number("kill-during-commit", p, "commit_wait")
+        _number("kill-during-commit", p, "cut_replication")
 
     def params(self) -> dict[str, Any]:
-        return {"action": self.action, "commit_wait": self.commit_wait}
+        return {
+            "action": self.action,
+            "commit_wait": self.commit_wait,
+            "cut_replication": self.cut_replication,
+        }
+
+    def cut(self, coord: str) -> bool:
+        """Drop the other nodes' packets to `coord`'s replication listener; True when a
+        heal or the run's end came during the hold."""
+        port = getattr(getattr(self.node(coord), "ports", None), "replication", None)
+        if not isinstance(port, int):
+            raise Unsupported(f"{self.name}: node {coord} does not expose its replication port")
+        nodes = self.ctx.nodes()
+        others = [n for n in nodes if n != coord]
+        self.add_rules(
+            [iptables.DropRule(coord, nodes[o].address, self.comment, dport=port) for o in others]
+        )
+        self.step(
+            "cut-coordinator-replication",
+            {
+                "node": coord,
+                "from": others,
+                "port": port,
+                "rules": len(self.rules),
+                "seconds": self.cut_replication,
+                "txn_in_flight": self.in_flight(),
+            },
+        )
+        return self.hold(self.cut_replication)
 
     def in_flight(self) -> int:
         counts = getattr(self.ctx.recorder, "counts", None)
@@ -410,6 +459,8 @@ class KillDuringCommit(CompositeFault):
         while self.in_flight() <= 0 and time.monotonic() - t0 < self.commit_wait:
             if self.hold(0.01):
                 return
+        if self.cut_replication > 0 and self.cut(coord):
+            return
         flying = self.in_flight()
         (self.pause if self.action == "pause" else self.kill)(coord)
         self.step(
@@ -422,6 +473,10 @@ class KillDuringCommit(CompositeFault):
             },
         )
         self.info["txn_in_flight"] = flying
+        if self.rules:  # the coordinator is down: let its followers reach it when it is back
+            errors: list[str] = []
+            removed = self.remove_rules(errors)
+            self.step("heal-replication", {"rules_removed": removed, **_errors(errors)})
 
 
 class RollingIsrRestart(CompositeFault):

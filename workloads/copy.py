@@ -176,6 +176,16 @@ class CopyWorkload:
             )
         return self.describe()
 
+    def coordinator_keys(self) -> dict[str, list[str]]:
+        """The copiers' transactional ids and consumer group (the nemesis aims at their
+        coordinators: nemesis/roles.py)."""
+        assert self.cfg is not None, "setup() first"
+        prefix = self.cfg.txn_id_prefix
+        return {
+            "transactional_ids": [transactional_id(prefix, i) for i in range(self.opts.copiers)],
+            "groups": [self.cfg.group_id],
+        }
+
     def describe(self) -> dict[str, Any]:
         assert self.cfg is not None and self.prod_cfg is not None
         return {

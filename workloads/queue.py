@@ -250,7 +250,7 @@ class QueueWorkload:
         """The transactional ids and consumer groups this run's clients use (the nemesis
         aims at their coordinators: nemesis/roles.py)."""
         assert self.cfg is not None, "setup() first"
-        ids = [f"{self.cfg.txn_id_prefix}-w{i}" for i in range(self.opts.concurrency)]
+        ids = [transactional_id(self.cfg.txn_id_prefix, i) for i in range(self.opts.concurrency)]
         return {
             "transactional_ids": ids if self.opts.txn else [],
             "groups": [self.cfg.group_id],

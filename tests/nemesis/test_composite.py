@@ -366,3 +366,47 @@ def test_cluster_clean_finds_a_replication_cut_rule_by_its_comment() -> None:
     (found,) = parse_tagged(save)
     assert found[1:] == rule.spec()
     assert owner_of(found[found.index("--comment") + 1]) == 4242
+
+
+def test_kill_during_commit_can_cut_the_coordinators_replication_first(setup: Any) -> None:
+    """The coordinator's followers are cut off its replication listener while a
+    transaction is in flight, then it is killed and the cut healed at once (the rules
+    must not outlive the kill: the restarted coordinator's followers must reach it)."""
+    cluster, nem, path = setup
+    rec = nem.recorder
+    inv = rec.invoke(0, "txn", [["send", "k", 1]])
+    seen: dict[str, list[list[str]]] = {}
+    kill = cluster.nodes[2].kill
+
+    def kill_and_look() -> None:  # the rules in force when the coordinator dies
+        seen.update({k: list(v) for k, v in cluster.world.rules.items()})
+        kill()
+
+    cluster.nodes[2].kill = kill_and_look
+    fault = nem.start("kill-during-commit", commit_wait=1, cut_replication=0.2)
+    rec.complete(inv, "ok", [["send", "k", [0, 1]]])
+    assert not cluster.world.alive["n3"]
+    assert len(seen["n3"]) == 2 and all("--dport" in r and "9093" in r for r in seen["n3"])
+    assert cluster.world.rules["n3"] == []  # healed right after the kill, not at the end
+    nem.stop(fault)
+    assert cluster.world.alive["n3"]
+    ops = nemesis_ops(path)
+    assert [op.f for op in ops] == [
+        "start-kill-during-commit",
+        "cut-coordinator-replication",
+        "kill-coordinator",
+        "heal-replication",
+        "stop-kill-during-commit",
+    ]
+    cut = ops[1].value
+    assert cut["node"] == "n3" and sorted(cut["from"]) == ["n1", "n2"] and cut["rules"] == 2
+    assert cut["txn_in_flight"] == 1 and ops[3].value["rules_removed"] == 2
+    assert ops[0].value["params"]["cut_replication"] == 0.2
+
+
+def test_kill_during_commit_refuses_a_negative_cut() -> None:
+    from ktrial.nemesis.composite import KillDuringCommit
+    from ktrial.nemesis.params import ParamError
+
+    with pytest.raises(ParamError, match="cut_replication"):
+        KillDuringCommit.validate({"action": "kill", "cut_replication": -1})
