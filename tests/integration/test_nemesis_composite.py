@@ -192,15 +192,29 @@ def test_kill_during_commit_kills_the_coordinator_with_a_transaction_in_flight(
 
         p = coordinator_partition(txn_id, len(states["__transaction_state"]))
         leader = f"n{states['__transaction_state'][p].leader}"
-        fault = nem.start("kill-during-commit", commit_wait=5)
+        # its followers cut off its replication listener for 1 s first (the window of
+        # bench/findings/2026-12-02-ssh-torn-txn): real iptables rules, gone at the kill
+        fault = nem.start("kill-during-commit", commit_wait=5, cut_replication=1)
         killed = fault.info["nodes"]
         down = not cluster.node(killed[0]).is_running()
+        rules_after_kill = tagged_rules(cluster.node(killed[0]), COMMENT_PREFIX)
         nem.stop(fault)
     nem.heal_all()
-    assert killed == [leader] and down
-    kill = by_f(ops_of(path), "kill-coordinator").value
-    assert kill["txn_in_flight"] >= 1
-    start = by_f(ops_of(path), "start-kill-during-commit").value
+    assert killed == [leader] and down and rules_after_kill == []
+    ops = ops_of(path)
+    assert [op.f for op in ops] == [
+        "start-kill-during-commit",
+        "cut-coordinator-replication",
+        "kill-coordinator",
+        "heal-replication",
+        "stop-kill-during-commit",
+    ]
+    cut = by_f(ops, "cut-coordinator-replication").value
+    assert cut["node"] == leader and cut["rules"] == 2 and cut["txn_in_flight"] >= 1
+    assert by_f(ops, "heal-replication").value["rules_removed"] == 2
+    kill = by_f(ops, "kill-coordinator").value
+    assert kill["txn_in_flight"] >= 1 and kill["waited_s"] >= 1.0
+    start = by_f(ops, "start-kill-during-commit").value
     assert start["partition"] == f"__transaction_state/{p}" and start["node"] == leader
 
 
