@@ -140,3 +140,81 @@ def story(
             was = out[first]
             out[first] = LogLine(was.node, was.at, was.level, cut, was.repeats + 1, line.at)
     return out
+
+
+_LEAD = re.compile(
+    r"Leader (\S+) with topic id .*? starts at leader epoch \d+ from offset (\d+) "
+    r"with partition epoch \d+, high watermark (\d+)"
+)
+_MARKERS = re.compile(r"Sending txn markers for \w+\(([^,]+),\d+,(COMMIT|ABORT),")
+_TRUNCATE = re.compile(r"partition=([^,\s]+), dir=[^\]]*\] Truncating to offset (\d+)")
+
+
+@dataclass(frozen=True)
+class StaleDecision:
+    """A coordinator that led its ``__transaction_state`` partition with records above
+    the high watermark, decided a transaction from them, and then lost that tail."""
+
+    node: str
+    partition: str
+    from_offset: int
+    high_watermark: int
+    led_at: float
+    txn_id: str
+    result: str  # COMMIT or ABORT
+    decided_at: float
+    truncated_to: int
+    truncated_at: float
+
+
+def stale_decisions(lines: Iterable[LogLine], txn_ids: Iterable[str]) -> list[StaleDecision]:
+    """Each time a node became leader of a ``__transaction_state`` partition from an
+    offset above its high watermark, then sent markers for one of `txn_ids`, then
+    truncated that partition below the offset it led from (pure; lines by time).
+
+    The path of bench/findings/2026-12-02-ssh-torn-txn: the transaction coordinator
+    loads its partition up to the log end, so a restarted broker still named leader
+    acts on records its followers never had; when another replica takes over, the
+    decision it carried to some partitions is unmade on the others."""
+    ids = set(txn_ids)
+    led: dict[tuple[str, str], tuple[int, int, float]] = {}  # (node, partition) -> from, hw, t
+    decided: dict[tuple[str, str], list[tuple[str, str, float]]] = {}
+    out = []
+    for line in sorted(lines, key=lambda x: (x.at, x.node)):
+        m = _LEAD.search(line.text)
+        if m and m.group(1).startswith("__transaction_state-"):
+            key = (line.node, m.group(1))
+            start, hw = int(m.group(2)), int(m.group(3))
+            if start > hw:
+                led[key] = (start, hw, line.at)
+                decided[key] = []
+            else:
+                led.pop(key, None)
+            continue
+        m = _MARKERS.search(line.text)
+        if m and m.group(1) in ids:
+            for key in led:
+                if key[0] == line.node:
+                    decided[key].append((m.group(1), m.group(2), line.at))
+            continue
+        m = _TRUNCATE.search(line.text)
+        if m:
+            key = (line.node, m.group(1))
+            if key in led and int(m.group(2)) < led[key][0]:
+                start, hw, t = led.pop(key)
+                for tid, result, at in decided.pop(key, []):
+                    out.append(
+                        StaleDecision(
+                            line.node,
+                            m.group(1),
+                            start,
+                            hw,
+                            t,
+                            tid,
+                            result,
+                            at,
+                            int(m.group(2)),
+                            line.at,
+                        )
+                    )
+    return out

@@ -100,4 +100,13 @@ def story_text(
         out.append(f"  {line.at - wall0:8.3f} s  {line.node:<4} {line.level:<5} {line.text}{again}")
     if not found:
         out.append("  (nothing: no such lines in that window)")
+    for d in serverlog.stale_decisions(found, ids):
+        out.append(
+            f"-- {d.node} led {d.partition} from offset {d.from_offset}, above its high "
+            f"watermark {d.high_watermark} ({d.led_at - wall0:.3f} s), sent {d.result} markers "
+            f"for {d.txn_id} ({d.decided_at - wall0:.3f} s), then truncated {d.partition} to "
+            f"{d.truncated_to} ({d.truncated_at - wall0:.3f} s): the decision may rest on "
+            "records no other replica had — the path of Kafka's transaction coordinator in "
+            "bench/findings/2026-12-02-ssh-torn-txn (it loads its partition up to the log end)."
+        )
     return out

@@ -1,6 +1,7 @@
 """Reading brokers' server.log back (clusters/serverlog.py): timestamps in their forms,
-continuation lines dropped, and which lines a trace keeps — whole-token names, state
-changes only, cluster events, the window, repeats folded."""
+continuation lines dropped, which lines a trace keeps — whole-token names, state
+changes only, cluster events, the window, repeats folded — and a coordinator's decision
+taken from a transaction-state tail that was then truncated."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given
 from hypothesis import strategies as st
-from ktrial.clusters.serverlog import LogLine, parse, story
+from ktrial.clusters.serverlog import LogLine, StaleDecision, parse, stale_decisions, story
 
 
 def at(text: str) -> float:
@@ -118,3 +119,42 @@ def test_a_story_is_in_order_in_its_window_and_loses_no_kind_of_line(
     assert sum(x.repeats for x in got) == sum(
         1 for x in lines if T + lo <= x.at <= T + lo + span and not x.text.startswith("noise")
     )
+
+
+LEAD = (
+    "[Broker id=2] Leader __transaction_state-0 with topic id Some(xq) starts at leader epoch 0 "
+    "from offset {start} with partition epoch 0, high watermark {hw}, ISR [2,3,1]"
+)
+MARK = (
+    "[Transaction State Manager 2]: Sending txn markers for "
+    "TransactionalIdCoordinatorEpochAndTransitMetadata({tid},0,COMMIT,TransactionMetadata(...))"
+)
+TRUNC = "[UnifiedLog partition=__transaction_state-0, dir=/d/n2/data] Truncating to offset {to}"
+
+
+def stale(start: int, hw: int, tid: str, to: int, marker_node: str = "n2") -> list[StaleDecision]:
+    lines = [
+        line(1, LEAD.format(start=start, hw=hw), "n2"),
+        line(2, MARK.format(tid=tid), marker_node),
+        line(3, TRUNC.format(to=to), "n2"),
+    ]
+    return stale_decisions(lines, ["t-w6"])
+
+
+def test_a_decision_from_a_tail_that_was_then_truncated_is_found() -> None:
+    (d,) = stale(77, 26, "t-w6", 74)
+    assert (d.node, d.partition, d.from_offset, d.high_watermark) == (
+        "n2",
+        "__transaction_state-0",
+        77,
+        26,
+    )
+    assert (d.txn_id, d.result, d.truncated_to) == ("t-w6", "COMMIT", 74)
+    assert (d.led_at, d.decided_at, d.truncated_at) == (T + 1, T + 2, T + 3)
+
+
+def test_no_stale_decision_without_each_of_its_three_steps() -> None:
+    assert stale(26, 26, "t-w6", 20) == []  # led from its high watermark: nothing above it
+    assert stale(77, 26, "t-w6", 77) == []  # truncated, but not below where it led from
+    assert stale(77, 26, "t-w60", 74) == []  # markers for another transactional id
+    assert stale(77, 26, "t-w6", 74, marker_node="n3") == []  # another node's markers

@@ -103,6 +103,12 @@ def test_the_brokers_logs_tell_the_torn_transactions_story_without_kept_data(
     ]
     where = [out.find(s) for s in story]
     assert -1 not in where and where == sorted(where), list(zip(story, where, strict=True))
+    # and the path named: a decision from a tail above the high watermark, then truncated
+    assert (
+        "-- n2 led __transaction_state-0 from offset 77, above its high watermark 26 "
+        "(21.640 s), sent COMMIT markers for ktrial-4312b318-w6 (22.774 s), then truncated "
+        "__transaction_state-0 to 74 (29.862 s)"
+    ) in out
     # the three lost writes are the same op's: one time line, not four
     assert out.count("-- the brokers' logs: as above (op 189)") == 3
     # other transactions' markers on these partitions are left out; w6's are folded
