@@ -51,7 +51,8 @@ def test_trace_without_kept_data_says_how_to_get_it(tmp_path: Path) -> None:
     (run / "test.json").write_text("{}")
     res = CliRunner().invoke(cli, ["trace", str(run)])
     assert res.exit_code == 2, res.output  # a usage error (the ktrial entry point exits 254)
-    assert "no broker data" in res.output and "--keep-data" in res.output
+    assert "neither broker data" in res.output and "--keep-data" in res.output
+    assert "logs/*-server.log" in res.output  # what else it could have traced
 
 
 def test_trace_needs_both_key_and_offset(tmp_path: Path) -> None:

@@ -124,14 +124,3 @@ def test_without_a_txn_id_only_the_partitions_are_followed(
     assert "the history names no txn_id for this op" in out
     assert "Truncating to offset 27" in out  # q-0-2's own truncation
     assert "ktrial-4312b318-w6" not in out and "__transaction_state" not in out
-
-
-def test_neither_data_nor_logs_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "history.jsonl").write_text("")
-    (tmp_path / "test.json").write_text("{}")
-    with pytest.raises(SystemExit) as e:
-        main(["trace", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert e.value.code == 254 and "neither broker data" in err and "Traceback" not in err
