@@ -55,7 +55,9 @@ def _targets(rd: RunDir, key: str | None, offset: int | None) -> list[Target]:
     if key is not None and offset is not None:
         return [Target(key, offset, "asked", writer=_writer_at(rd, key, offset))]
     if key is not None or offset is not None:
-        raise click.UsageError("give both --key and --offset, or neither (lost writes)")
+        raise click.UsageError(
+            "give both --key and --offset, or neither (lost writes and torn transactions)"
+        )
     try:
         results = load_json(rd.results)
     except OSError:
@@ -192,7 +194,13 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
             "`ktrial run --keep-data` keeps them)"
         )
     followed: set[tuple[int, tuple[str, ...]]] = set()  # (op, partitions) whose logs were shown
-    for tg in _targets(rd, key, offset):
+    targets = _targets(rd, key, offset)
+    writers = (
+        trace_story.writer_ops(rd.history, [t.writer for t in targets if t.writer is not None])
+        if lines
+        else {}
+    )
+    for tg in targets:
         tp = keys.get(tg.key)
         if not isinstance(tp, dict):
             raise click.UsageError(
@@ -204,7 +212,7 @@ def _trace(run_dir: Path, key: str | None, offset: int | None, radius: int) -> N
             records.show(tg, pdir)
         if not lines:
             continue
-        op = trace_story.writer_op(rd.history, tg.writer) if tg.writer is not None else None
+        op = writers.get(tg.writer) if tg.writer is not None else None
         if op is None or not wall0:
             why = "test.json has no history_wall_start" if op else "no op sent it"
             click.echo(f"-- the brokers' logs: not followed ({why})")

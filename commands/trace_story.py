@@ -37,18 +37,25 @@ class WriterOp:
     txn_id: str | None
 
 
-def writer_op(history: Path, index: int) -> WriterOp | None:
-    """The op whose completion has `index`, with its invoke's time and ``txn_id``."""
+def writer_ops(history: Path, indexes: Iterable[int]) -> dict[int, WriterOp]:
+    """The ops whose completions have these indexes, each with its invoke's time and
+    ``txn_id`` (one pass over the history, however many anomalies are traced)."""
+    wanted = set(indexes)
     invokes: dict[object, tuple[float, str | None]] = {}
+    out: dict[int, WriterOp] = {}
+    if not wanted:
+        return out
     for op in iter_history(history, ignore_unknown_f=True):
         if op.type == "invoke":
             tid = op.extra.get("txn_id") if isinstance(op.extra, dict) else None
             invokes[op.process] = (op.time / 1e9, tid if isinstance(tid, str) else None)
             continue
-        if op.index == index:
+        if op.index in wanted:
             t0, tid = invokes.get(op.process, (op.time / 1e9, None))
-            return WriterOp(index, op.process, op.type, t0, op.time / 1e9, tid)
-    return None
+            out[op.index] = WriterOp(op.index, op.process, op.type, t0, op.time / 1e9, tid)
+            if len(out) == len(wanted):
+                break
+    return out
 
 
 def read_logs(logs: Sequence[Path]) -> list[serverlog.LogLine]:

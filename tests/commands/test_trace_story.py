@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ktrial.clusters.serverlog import LogLine
-from ktrial.commands.trace_story import WriterOp, story_text, txn_state_partitions, writer_op
+from ktrial.commands.trace_story import WriterOp, story_text, txn_state_partitions, writer_ops
 
 S = 1_000_000_000
 
@@ -49,9 +49,11 @@ def test_the_writer_op_is_found_by_its_completion_with_its_invokes_time_and_id(
             },
         ],
     )
-    assert writer_op(h, 2) == WriterOp(2, 0, "info", 1.0, 3.0, "p-w0")
-    assert writer_op(h, 3) == WriterOp(3, 1, "ok", 2.0, 4.0, None)
-    assert writer_op(h, 9) is None
+    assert writer_ops(h, [2, 3, 9]) == {
+        2: WriterOp(2, 0, "info", 1.0, 3.0, "p-w0"),
+        3: WriterOp(3, 1, "ok", 2.0, 4.0, None),
+    }
+    assert writer_ops(h, []) == {}
 
 
 def test_the_coordinator_partitions_are_counted_from_the_logs() -> None:
